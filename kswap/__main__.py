@@ -1,0 +1,7 @@
+"""``python -m kswap``: the command line."""
+
+import sys
+
+from kswap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""Process environment TensorFlow must see before it initializes its devices.
+
+TensorFlow's default CPU allocator records no allocation events; its BFC
+allocator does, and it is chosen only when ``TF_CPU_ALLOCATOR_USE_BFC=true``
+is set before TensorFlow creates its devices (importing TensorFlow or Keras
+first is fine; running an op is not). Importing kswap sets it unless the user
+set it already, or set ``KSWAP_CPU_BFC=0`` to opt out.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["CPU_BFC_VARIABLE", "prepare_environment", "cpu_allocator_is_bfc", "bfc_help"]
+
+CPU_BFC_VARIABLE = "TF_CPU_ALLOCATOR_USE_BFC"
+
+
+def prepare_environment() -> None:
+    """Asks TensorFlow for the CPU BFC allocator unless the user decided otherwise."""
+    if os.environ.get("KSWAP_CPU_BFC", "1").lower() in ("0", "false", "no"):
+        return
+    os.environ.setdefault(CPU_BFC_VARIABLE, "true")
+
+
+def cpu_allocator_is_bfc() -> bool:
+    """Whether the running TensorFlow's CPU allocator reports its memory.
+
+    Allocates a small tensor and asks the allocator for its statistics: the
+    default CPU allocator reports none.
+    """
+    import tensorflow as tf
+
+    probe = tf.ones((64,), dtype=tf.float32) + 0.0  # on CPU: only called without a GPU
+    info = tf.config.experimental.get_memory_info("CPU:0")
+    del probe
+    return info.get("peak", 0) > 0
+
+
+def bfc_help() -> str:
+    """What to do when the CPU allocator records nothing."""
+    current = os.environ.get(CPU_BFC_VARIABLE)
+    return (
+        "TensorFlow's CPU allocator is not recording allocations, so kswap cannot "
+        "see memory on this machine. The CPU's BFC allocator must be selected "
+        f"before TensorFlow creates its devices: set {CPU_BFC_VARIABLE}=true in the "
+        "environment (e.g. `TF_CPU_ALLOCATOR_USE_BFC=true python train.py`), or "
+        "`import kswap` before running any TensorFlow op. "
+        f"Currently {CPU_BFC_VARIABLE}={current!r}."
+    )

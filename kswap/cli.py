@@ -1,0 +1,125 @@
+"""The ``kswap`` command line.
+
+Example:
+    kswap profile --model keras.applications.ResNet50 --input 64,64,3 --batch 16
+    kswap measure --model keras.applications.VGG16 --input 64,64,3 --batch 8 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+__all__ = ["main"]
+
+_MIB = 1024 * 1024
+
+
+def _mib(n: int) -> str:
+    return f"{n / _MIB:,.1f} MiB"
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="keras.applications.ResNet50 or package.module:factory")
+    p.add_argument("--input", default=None, help="input shape without batch, e.g. 64,64,3")
+    p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
+    p.add_argument("--steps", type=int, default=2, help="profiled steps (default 2)")
+    p.add_argument("--classes", type=int, default=10, help="classes of a classifier (10)")
+    p.add_argument("--optimizer", default="adam", help="optimizer name (default adam)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kswap", description="Memory profiling and offloading for Keras training."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("profile", help="device peak, step time and bytes per layer")
+    _add_model_args(p)
+    p.add_argument("--logdir", default=None, help="keep the raw trace here for TensorBoard")
+    p.add_argument("--top", type=int, default=20, help="layers to list (default 20)")
+    p.add_argument("--save", default=None, help="write the kswap trace as JSON")
+    m = sub.add_parser("measure", help="device peak and step time as JSON")
+    _add_model_args(m)
+    m.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _log(msg: str) -> None:
+    print(f"[kswap] {msg}", file=sys.stderr, flush=True)
+
+
+def _measure(args, logdir=None):
+    import kswap  # noqa: F401  (environment first)
+    from kswap.modelspec import build_model, parse_shape, synthetic_data
+    from kswap.profiler import _data
+    from kswap.profiler.measure import measure_batches
+    from kswap.profiler.profile import _check_allocator
+
+    shape = parse_shape(args.input) if args.input else None
+    steps = _data.check_steps(args.steps)
+    _log(f"building {args.model} (weights=None, input={shape}, batch={args.batch})")
+    model = build_model(args.model, shape, classes=args.classes, optimizer=args.optimizer)
+    x, y = synthetic_data(model, args.batch)
+    batches = _data.make_batches(x, y, args.batch, 2 * steps + 1)
+    _check_allocator()
+    _log(f"warm-up step, {steps} timed steps, {steps} profiled steps")
+    return model, measure_batches(model, batches, steps, logdir)
+
+
+def _profile(args) -> int:
+    model, m = _measure(args, args.logdir)
+    trace = m.trace
+    label = " (emulated on CPU:0)" if m.emulated else ""
+    print(f"model            {model.name}  batch {m.batch_size}")
+    print(f"device peak      {_mib(m.device_peak_bytes)}{label}")
+    print(f"step peak        {_mib(m.step_peak_bytes)}  (peak minus bytes in use at step start)")
+    print(f"host peak        {_mib(m.host_peak_bytes)}")
+    print(f"step time        {m.step_seconds * 1000:,.1f} ms  (median of {m.steps}, unprofiled)")
+    print()
+    print(f"bytes alive at the device peak, by layer (top {args.top}):")
+    rows = list(trace.by_layer("device").items())
+    width = max([len(k) for k, _ in rows[: args.top]] + [5])
+    for name, size in rows[: args.top]:
+        share = 100.0 * size / max(m.device_peak_bytes, 1)
+        print(f"  {name:<{width}}  {_mib(size):>14}  {share:5.1f}%")
+    if len(rows) > args.top:
+        rest = sum(s for _, s in rows[args.top :])
+        print(f"  {'(' + str(len(rows) - args.top) + ' more)':<{width}}  {_mib(rest):>14}")
+    if args.logdir:
+        print(f"\nraw trace: tensorboard --logdir {args.logdir}  (Profile > memory_profile)")
+    if args.save:
+        trace.to_json(args.save)
+        print(f"kswap trace: {args.save}")
+    return 0
+
+
+def _measure_cmd(args) -> int:
+    model, m = _measure(args)
+    d = m.to_dict()
+    d["model"] = args.model
+    d["input"] = args.input
+    if args.json:
+        print(json.dumps(d))
+    else:
+        for k, v in d.items():
+            print(f"{k:18} {v}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up quiet
+    try:
+        if args.command == "profile":
+            return _profile(args)
+        return _measure_cmd(args)
+    except ValueError as e:
+        print(f"kswap: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

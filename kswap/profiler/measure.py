@@ -1,0 +1,147 @@
+"""``kswap.measure``: device memory and step time of training, in one number each.
+
+Example:
+    >>> import kswap, keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(10)])
+    >>> model.compile("adam", "mse")
+    >>> x, y = np.ones((64, 64), "float32"), np.ones((64, 10), "float32")
+    >>> m = kswap.measure(model, x, y, steps=2)
+    >>> m.device_peak_bytes >= m.step_peak_bytes > 0
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import keras
+import numpy as np
+
+from kswap.profiler import _data
+from kswap.profiler._state import preserved_state
+from kswap.profiler.profile import _check_allocator, _profile, run_steps
+from kswap.trace import Trace
+
+__all__ = ["Measurement", "measure"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """Memory and time of training steps.
+
+    Attributes:
+        device_peak_bytes: Most bytes in use on the device at any moment of the
+            profiled steps: weights, gradients, optimizer slots and activations
+            together. This decides whether training fits.
+        step_peak_bytes: That peak minus what was in use when the step began:
+            the part a step adds, which offloading changes.
+        host_peak_bytes: Most bytes in use in the host tier.
+        step_seconds: Median wall time of the timed (unprofiled) steps.
+        emulated: True when device memory is emulated on the CPU.
+        batch_size: Samples per step.
+        steps: Number of profiled and of timed steps.
+        trace: The profiled steps' trace (None when measured in a subprocess).
+    """
+
+    device_peak_bytes: int
+    step_peak_bytes: int
+    host_peak_bytes: int
+    step_seconds: float
+    emulated: bool
+    batch_size: int
+    steps: int
+    trace: Trace | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The figures as a JSON-friendly dict (without the trace)."""
+        d = dataclasses.asdict(self)
+        d.pop("trace")
+        return d
+
+
+def measure(
+    model,
+    x=None,
+    y=None,
+    *,
+    steps: int = 3,
+    batch_size: int | None = None,
+    isolate: bool = False,
+) -> Measurement:
+    """Measures device memory and step time of a compiled model's training.
+
+    A warm-up step, ``steps`` timed steps (no profiler), then ``steps``
+    profiled steps. The model's state is restored afterwards.
+
+    The allocator counts every live tensor of the process, another model's
+    weights included, so compare configurations with ``isolate=True``: the
+    model (saved as ``.keras``) and the data are measured in a fresh Python
+    process. Custom layers must then be registered with
+    ``keras.saving.register_keras_serializable``.
+
+    Args:
+        model: A compiled ``keras.Model``.
+        x: Inputs (arrays, list or dict of arrays) or a ``tf.data.Dataset``.
+        y: Targets.
+        steps: Timed steps and profiled steps (>= 1 each).
+        batch_size: Samples per step; ``min(32, len(x))`` if None.
+        isolate: Measure in a fresh process.
+
+    Returns:
+        A :class:`Measurement`.
+    """
+    _data.check_model(model, "measure")
+    steps = _data.check_steps(steps)
+    if not isinstance(isolate, bool):
+        raise ValueError(f"`isolate` must be True or False. Received: isolate={isolate!r}")
+    batches = _data.make_batches(x, y, batch_size, 2 * steps + 1)
+    if isolate:
+        return _measure_in_subprocess(model, batches, steps)
+    _check_allocator()
+    with preserved_state(model, batches[0]):
+        return measure_batches(model, batches, steps)
+
+
+def measure_batches(model, batches, steps: int, logdir=None) -> Measurement:
+    """Measures with ready batches: warm-up, ``steps`` timed, ``steps`` profiled."""
+    run_steps(model, batches[:1])
+    seconds = run_steps(model, batches[1 : steps + 1])
+    trace = _profile(model, [batches[0]] + list(batches[steps + 1 :]), logdir)
+    return Measurement(
+        device_peak_bytes=trace.peak_bytes("device"),
+        step_peak_bytes=trace.step_peak_bytes("device"),
+        host_peak_bytes=trace.peak_bytes("host"),
+        step_seconds=statistics.median(seconds),
+        emulated=trace.emulated,
+        batch_size=int(trace.metadata["batch_size"]),
+        steps=steps,
+        trace=trace,
+    )
+
+
+def _to_numpy(batches):
+    return [keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), b) for b in batches]
+
+
+def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
+    with tempfile.TemporaryDirectory(prefix="kswap-measure-") as tmp:
+        model_path = os.path.join(tmp, "model.keras")
+        data_path = os.path.join(tmp, "batches.pkl")
+        out_path = os.path.join(tmp, "out.json")
+        model.save(model_path)
+        with open(data_path, "wb") as f:
+            pickle.dump(_to_numpy(batches), f)
+        cmd = [sys.executable, "-m", "kswap.profiler._child", model_path, data_path, str(steps), out_path]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise RuntimeError(f"Measuring in a fresh process failed:\n{tail}")
+        with open(out_path) as f:
+            return Measurement(**json.load(f))

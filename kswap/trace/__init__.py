@@ -1,0 +1,25 @@
+"""The trace model and trace reading: framework-free.
+
+``Trace`` holds buffer lifetimes; ``read_xspace`` reads a profiler file;
+``build_trace`` turns its allocator events into a ``Trace``.
+"""
+
+from kswap.trace.build import build_trace, tier_of
+from kswap.trace.model import RESIDENT, TIERS, UNATTRIBUTED, Allocation, Timeline, Trace
+from kswap.trace.xspace import STEP_MARKER, MemoryEvent, StepMarker, XSpaceEvents, read_xspace
+
+__all__ = [
+    "Allocation",
+    "MemoryEvent",
+    "RESIDENT",
+    "STEP_MARKER",
+    "StepMarker",
+    "TIERS",
+    "Timeline",
+    "Trace",
+    "UNATTRIBUTED",
+    "XSpaceEvents",
+    "build_trace",
+    "read_xspace",
+    "tier_of",
+]

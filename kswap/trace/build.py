@@ -1,0 +1,195 @@
+"""Turns allocator events into buffer lifetimes (a :class:`~kswap.trace.Trace`).
+
+Each ``MemoryAllocation`` is paired with the next ``MemoryDeallocation`` of the
+same allocator and address. Bytes already in use when profiling began are
+recovered from the allocator's own running total (``bytes_allocated``): a
+buffer freed during the trace but allocated before it starts at 0, and what
+remains of the starting total becomes resident buffers (the model's weights
+and optimizer slots where the caller names them, the rest under
+:data:`~kswap.trace.RESIDENT`).
+
+Example:
+    >>> from kswap.trace.build import build_trace
+    >>> from kswap.trace.xspace import MemoryEvent
+    >>> events = [
+    ...     MemoryEvent(1000, True, "cpu", 1, 256, 100, 512),
+    ...     MemoryEvent(3000, False, "cpu", 1, 256, 100, 256),
+    ... ]
+    >>> trace = build_trace(events, emulated=True, host_scope="kswap_host")
+    >>> trace.peak_bytes(), trace.by_layer()
+    (512, {'(no layer)': 256, '(resident before profiling)': 256})
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from kswap.trace.model import RESIDENT, Allocation, Trace
+from kswap.trace.xspace import MemoryEvent, StepMarker
+
+__all__ = ["build_trace", "tier_of"]
+
+_GPU_ALLOCATOR = re.compile(r"^GPU_\d+_bfc$")
+
+
+def tier_of(event: MemoryEvent, *, emulated: bool, host_scope: str) -> str:
+    """The tier of an allocation event.
+
+    On a GPU, device buffers come from the GPUs' BFC allocators and everything
+    else (pinned host pool, CPU) is host. In CPU emulation there is one
+    allocator: buffers made by kswap's transfer ops (``tf_op`` inside
+    ``host_scope``) are host, all others device.
+    """
+    if emulated:
+        op = event.tf_op or ""
+        return "host" if f"{host_scope}/" in op or op.startswith(host_scope) else "device"
+    return "device" if _GPU_ALLOCATOR.match(event.allocator) else "host"
+
+
+def build_trace(
+    events: Sequence[MemoryEvent],
+    *,
+    emulated: bool,
+    host_scope: str,
+    steps: Sequence[StepMarker] = (),
+    layer_of: Callable[[str], str | None] | None = None,
+    residents: Mapping[str, Iterable[int]] | None = None,
+    allocators: Callable[[str], bool] | None = None,
+    metadata: Mapping | None = None,
+) -> Trace:
+    """Builds a :class:`Trace` from time-sorted allocator events.
+
+    Args:
+        events: Allocator events, sorted by time.
+        emulated: Whether device memory is emulated on the CPU.
+        host_scope: Name scope of kswap's host-transfer ops (emulation).
+        steps: kswap step markers; each buffer gets the step it started in.
+        layer_of: Maps a full op name to its Keras layer, or None.
+        residents: Layer name -> byte sizes of tensors known to be alive
+            before profiling (weights, optimizer slots). They are taken out of
+            the allocator's starting total, each rounded up to 256 bytes (the
+            BFC allocator's granule).
+        allocators: Which allocators to read (by name); all if None.
+        metadata: Stored as ``Trace.metadata``.
+
+    Returns:
+        The trace; times are ns from the first event or step marker.
+    """
+    if allocators is not None:
+        events = [e for e in events if allocators(e.allocator)]
+    origin_ps = min(
+        [e.time_ps for e in events[:1]] + [s.start_ps for s in steps[:1]], default=0
+    )
+    end_ps = max(
+        [e.time_ps for e in events[-1:]] + [s.end_ps for s in steps[-1:]], default=0
+    )
+
+    def ns(ps: int) -> int:
+        return (ps - origin_ps) // 1000
+
+    step_windows = tuple((ns(s.start_ps), ns(s.end_ps)) for s in steps)
+    duration = ns(end_ps)
+
+    def step_at(t: int) -> int | None:
+        for i, (lo, hi) in enumerate(step_windows):
+            if lo <= t < hi:
+                return i
+        return None
+
+    buffers: list[Allocation] = []
+    live: dict[tuple[str, int], tuple[MemoryEvent, int, str]] = {}
+    start_total: dict[str, int] = {}
+    freed_before: dict[str, int] = {}
+    for e in events:
+        if e.allocator not in start_total:
+            delta = e.allocation_bytes if e.is_allocation else -e.allocation_bytes
+            start_total[e.allocator] = e.bytes_allocated - delta
+        key = (e.allocator, e.addr)
+        if e.is_allocation:
+            tier = tier_of(e, emulated=emulated, host_scope=host_scope)
+            live[key] = (e, ns(e.time_ps), tier)
+            continue
+        opened = live.pop(key, None)
+        if opened is None:  # allocated before profiling began
+            freed_before[e.allocator] = freed_before.get(e.allocator, 0) + e.allocation_bytes
+            tier = tier_of(e, emulated=emulated, host_scope=host_scope)
+            buffers.append(_allocation(e, 0, ns(e.time_ps), tier, None, layer_of, True))
+        else:
+            a, t0, tier = opened
+            buffers.append(_allocation(a, t0, ns(e.time_ps), tier, step_at(t0), layer_of))
+    for a, t0, tier in live.values():
+        buffers.append(
+            _allocation(a, t0, duration, tier, step_at(t0), layer_of, alive_at_end=True)
+        )
+    resident = {"device": 0, "host": 0}
+    for name, total in start_total.items():
+        probe = MemoryEvent(0, True, name, 0, 0, 0, 0)
+        tier = tier_of(probe, emulated=emulated, host_scope=host_scope)
+        resident[tier] += max(total - freed_before.get(name, 0), 0)
+    buffers.extend(_residents(resident["device"], residents or {}, duration))
+    if resident["host"]:
+        buffers.append(_resident(resident["host"], duration, None, tier="host"))
+    buffers.sort(key=lambda b: (b.start_ns, b.end_ns))
+    return Trace(
+        buffers=tuple(buffers),
+        steps=step_windows,
+        duration_ns=duration,
+        emulated=emulated,
+        metadata=dict(metadata or {}),
+    )
+
+
+def _allocation(
+    e: MemoryEvent,
+    start: int,
+    end: int,
+    tier: str,
+    step: int | None,
+    layer_of: Callable[[str], str | None] | None,
+    alive_at_start: bool = False,
+    alive_at_end: bool = False,
+) -> Allocation:
+    op = e.tf_op
+    return Allocation(
+        size=e.allocation_bytes,
+        start_ns=start,
+        end_ns=end,
+        tier=tier,
+        op=op,
+        layer=layer_of(op) if (op and layer_of) else None,
+        step=step,
+        requested_bytes=e.requested_bytes,
+        allocator=e.allocator,
+        shape=e.shape,
+        region_type=e.region_type,
+        alive_at_start=alive_at_start,
+        alive_at_end=alive_at_end,
+    )
+
+
+def _residents(total: int, known: Mapping[str, Iterable[int]], end: int) -> list[Allocation]:
+    """Splits the resident bytes into named layers' tensors and the remainder."""
+    out = []
+    for layer, sizes in known.items():
+        size = sum(-(-int(s) // 256) * 256 for s in sizes)
+        size = min(size, total)
+        if size > 0:
+            out.append(_resident(size, end, layer))
+            total -= size
+    if total > 0:
+        out.append(_resident(total, end, None))
+    return out
+
+
+def _resident(size: int, end: int, layer: str | None, tier: str = "device") -> Allocation:
+    return Allocation(
+        size=size,
+        start_ns=0,
+        end_ns=end,
+        tier=tier,
+        op=RESIDENT,
+        layer=layer,
+        alive_at_start=True,
+        alive_at_end=True,
+    )

@@ -1,0 +1,263 @@
+"""The trace model: buffer lifetimes of profiled training steps.
+
+A :class:`Trace` is what :func:`kswap.profile` returns: one :class:`Allocation`
+per buffer the allocators handed out (plus the bytes that were already in use
+when profiling began), with its size, lifetime, producing op, Keras layer,
+memory tier and training step. Everything here is plain Python, free of any
+framework, so traces can be saved, loaded, compared and planned on anywhere.
+
+Example:
+    >>> from kswap.trace import Allocation, Trace
+    >>> trace = Trace(buffers=(
+    ...     Allocation(size=1024, start_ns=0, end_ns=10, tier="device", layer="conv"),
+    ...     Allocation(size=512, start_ns=5, end_ns=20, tier="device", layer="dense"),
+    ... ), steps=((0, 20),), duration_ns=20)
+    >>> trace.peak_bytes()
+    1536
+    >>> trace.by_layer()
+    {'conv': 1024, 'dense': 512}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Allocation", "Timeline", "Trace", "TIERS", "RESIDENT", "UNATTRIBUTED"]
+
+#: The memory tiers a buffer can live in.
+TIERS = ("device", "host")
+#: ``Allocation.op`` of bytes already in use when profiling began.
+RESIDENT = "(resident before profiling)"
+#: ``by_layer`` key for bytes that belong to no Keras layer.
+UNATTRIBUTED = "(no layer)"
+
+_FORMAT = "kswap.trace/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """One buffer's lifetime.
+
+    Attributes:
+        size: Bytes the allocator set aside for it (its block size).
+        start_ns: When it was allocated, in ns from the start of the trace.
+        end_ns: When it was freed; the end of the trace if it outlived it.
+        tier: ``"device"`` or ``"host"``.
+        op: Full name of the op that allocated it, if known.
+        layer: The Keras layer that op belongs to (``"outer/inner"`` for nested
+            models), if any.
+        step: Index of the profiled step it was allocated in, if any.
+        requested_bytes: Bytes the op asked for (``size`` is rounded up).
+        allocator: Name of the allocator that served it.
+        shape: Tensor shape as text, if recorded.
+        region_type: ``"output"``, ``"temp"``..., if recorded.
+        alive_at_start: Already allocated when profiling began.
+        alive_at_end: Still allocated when profiling ended.
+    """
+
+    size: int
+    start_ns: int
+    end_ns: int
+    tier: str = "device"
+    op: str | None = None
+    layer: str | None = None
+    step: int | None = None
+    requested_bytes: int | None = None
+    allocator: str | None = None
+    shape: str | None = None
+    region_type: str | None = None
+    alive_at_start: bool = False
+    alive_at_end: bool = False
+
+    def __post_init__(self):
+        if self.tier not in TIERS:
+            raise ValueError(f"`tier` must be one of {TIERS}. Received: tier={self.tier!r}")
+        if self.size < 0:
+            raise ValueError(f"`size` must be >= 0. Received: size={self.size}")
+        if self.end_ns < self.start_ns:
+            raise ValueError(
+                "`end_ns` must be >= `start_ns`. "
+                f"Received: start_ns={self.start_ns}, end_ns={self.end_ns}"
+            )
+
+    def alive_at(self, time_ns: int) -> bool:
+        """Whether the buffer holds memory at ``time_ns`` (half-open lifetime)."""
+        if self.alive_at_end and time_ns >= self.end_ns:
+            return True
+        return self.start_ns <= time_ns < self.end_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeline:
+    """Live bytes of one tier over time: ``live_bytes[i]`` from ``times_ns[i]`` on."""
+
+    times_ns: tuple[int, ...]
+    live_bytes: tuple[int, ...]
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.live_bytes, default=0)
+
+    @property
+    def peak_time_ns(self) -> int | None:
+        if not self.live_bytes:
+            return None
+        return self.times_ns[self.live_bytes.index(self.peak_bytes)]
+
+    def at(self, time_ns: int) -> int:
+        """Live bytes at ``time_ns`` (0 before the first change)."""
+        live = 0
+        for t, b in zip(self.times_ns, self.live_bytes):
+            if t > time_ns:
+                break
+            live = b
+        return live
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """Buffer lifetimes of one profiling session.
+
+    Attributes:
+        buffers: One :class:`Allocation` per buffer, sorted by start time.
+        steps: ``(start_ns, end_ns)`` of each profiled training step.
+        duration_ns: Length of the trace.
+        emulated: True when the device tier was emulated on a machine without
+            a GPU (device = ``CPU:0``, host = kswap's transfer buffers).
+        metadata: Free-form facts about the run (model, batch size, versions).
+    """
+
+    buffers: tuple[Allocation, ...]
+    steps: tuple[tuple[int, int], ...] = ()
+    duration_ns: int = 0
+    emulated: bool = False
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def tier(self, tier: str) -> tuple[Allocation, ...]:
+        """The buffers of one tier."""
+        _check_tier(tier)
+        return tuple(b for b in self.buffers if b.tier == tier)
+
+    def timeline(self, tier: str = "device", step: int | None = None) -> Timeline:
+        """Live bytes of ``tier`` after every allocation and deallocation.
+
+        Args:
+            tier: ``"device"`` or ``"host"``.
+            step: Only the window of this profiled step (bytes alive when it
+                began included), or the whole trace if None.
+        """
+        lo, hi = self._window(step)
+        changes: dict[int, int] = {}
+        for b in self.tier(tier):
+            end = self.duration_ns + 1 if b.alive_at_end else b.end_ns
+            if end <= lo or b.start_ns > hi or b.size == 0:
+                continue
+            s = max(b.start_ns, lo)
+            changes[s] = changes.get(s, 0) + b.size
+            if end <= hi:
+                changes[end] = changes.get(end, 0) - b.size
+        times, live, total = [], [], 0
+        for t in sorted(changes):
+            total += changes[t]
+            times.append(t)
+            live.append(total)
+        return Timeline(tuple(times), tuple(live))
+
+    def peak_bytes(self, tier: str = "device", step: int | None = None) -> int:
+        """The most bytes in use in ``tier`` at any moment (of ``step``)."""
+        return self.timeline(tier, step).peak_bytes
+
+    def step_peak_bytes(self, tier: str = "device") -> int:
+        """Largest rise over the bytes in use at a step's start, over all steps.
+
+        This is the part of the peak a step itself adds (activations, gradients,
+        temporaries): what offloading can change. Without step markers the
+        whole trace counts as one step.
+        """
+        steps = range(len(self.steps)) if self.steps else [None]
+        best = 0
+        for s in steps:
+            tl = self.timeline(tier, s)
+            lo, _ = self._window(s)
+            best = max(best, tl.peak_bytes - tl.at(lo))
+        return best
+
+    def by_layer(self, tier: str = "device", time_ns: int | None = None) -> dict[str, int]:
+        """Bytes alive at the peak (or at ``time_ns``) per Keras layer, largest first.
+
+        Bytes of no layer (optimizer temporaries, inputs, the loss) are under
+        :data:`UNATTRIBUTED`; bytes in use before profiling began that could not
+        be attributed are under :data:`RESIDENT`.
+        """
+        if time_ns is None:
+            time_ns = self.timeline(tier).peak_time_ns
+            if time_ns is None:
+                return {}
+        out: dict[str, int] = {}
+        for b in self.tier(tier):
+            if b.alive_at(time_ns):
+                key = b.layer or (RESIDENT if b.op == RESIDENT else UNATTRIBUTED)
+                out[key] = out.get(key, 0) + b.size
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def _window(self, step: int | None) -> tuple[int, int]:
+        if step is None:
+            return 0, self.duration_ns
+        if not 0 <= step < len(self.steps):
+            raise ValueError(
+                f"`step` must be in [0, {len(self.steps)}) for this trace. "
+                f"Received: step={step}"
+            )
+        return self.steps[step]
+
+    # --- serialization -----------------------------------------------------------
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        """Serializes the trace to JSON text; also writes it to ``path`` if given."""
+        fields = [f.name for f in dataclasses.fields(Allocation)]
+        payload = {
+            "format": _FORMAT,
+            "emulated": self.emulated,
+            "duration_ns": self.duration_ns,
+            "steps": [list(s) for s in self.steps],
+            "metadata": dict(self.metadata),
+            "fields": fields,
+            "buffers": [[getattr(b, f) for f in fields] for b in self.buffers],
+        }
+        text = json.dumps(payload, separators=(",", ":"))
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def from_json(cls, source: str | os.PathLike) -> Trace:
+        """Loads a trace from JSON text or from the path of a JSON file."""
+        text = str(source)
+        if not text.lstrip().startswith("{"):
+            with open(source) as f:
+                text = f.read()
+        payload = json.loads(text)
+        if payload.get("format") != _FORMAT:
+            raise ValueError(
+                f"Not a kswap trace (expected format {_FORMAT!r}). "
+                f"Received: format={payload.get('format')!r}"
+            )
+        fields = payload["fields"]
+        buffers = tuple(Allocation(**dict(zip(fields, row))) for row in payload["buffers"])
+        return cls(
+            buffers=buffers,
+            steps=tuple(tuple(s) for s in payload["steps"]),
+            duration_ns=payload["duration_ns"],
+            emulated=payload["emulated"],
+            metadata=payload["metadata"],
+        )
+
+
+def _check_tier(tier: str) -> None:
+    if tier not in TIERS:
+        raise ValueError(f"`tier` must be one of {TIERS}. Received: tier={tier!r}")
