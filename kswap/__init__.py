@@ -22,7 +22,15 @@ from kswap._env import prepare_environment
 
 prepare_environment()
 
-if importlib.util.find_spec("tensorflow") is None:
+
+def _has_tensorflow() -> bool:
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+if not _has_tensorflow():
     raise ImportError(
         "kswap needs TensorFlow, which is not installed. Install it with kswap's "
         "extra for your machine: `pip install kswap[cpu]` (no GPU, installs "

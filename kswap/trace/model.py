@@ -181,9 +181,13 @@ class Trace:
         steps = range(len(self.steps)) if self.steps else [None]
         best = 0
         for s in steps:
-            tl = self.timeline(tier, s)
             lo, _ = self._window(s)
-            best = max(best, tl.peak_bytes - tl.at(lo))
+            base = sum(
+                b.size
+                for b in self.tier(tier)
+                if (b.alive_at_start or b.start_ns < lo) and b.alive_at(lo)
+            )
+            best = max(best, self.timeline(tier, s).peak_bytes - base)
         return best
 
     def by_layer(self, tier: str = "device", time_ns: int | None = None) -> dict[str, int]:

@@ -1,0 +1,71 @@
+"""Sequential placement over an explicit overlap graph (small instances).
+
+Keeps, for every buffer, the list of buffers whose lifetimes overlap it, and
+places the buffers one by one. Placement can resume from any position of an
+order with the earlier offsets kept, which is what local search needs.
+
+Example:
+    >>> import numpy as np
+    >>> placer = SimplePlacer(np.array([2, 1, 2]), np.array([0, 1, 2]), np.array([2, 3, 4]))
+    >>> placer.place(np.array([0, 2, 1]), best_fit=True).tolist()
+    [0, 2, 0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kswap.allocator._gaps import choose_offset
+from kswap.allocator._intervals import iter_overlapping_pairs
+
+__all__ = ["SimplePlacer"]
+
+
+class SimplePlacer:
+    """Places buffers in a given order, one at a time.
+
+    Args:
+        sizes: Positive sizes.
+        starts: Start times.
+        ends: End times (exclusive).
+    """
+
+    def __init__(self, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        n = len(sizes)
+        self.sizes = [int(s) for s in sizes]
+        neighbors: list[list[int]] = [[] for _ in range(n)]
+        for i, j in iter_overlapping_pairs(np.asarray(starts), np.asarray(ends)):
+            for a, b in zip(i.tolist(), j.tolist()):
+                neighbors[a].append(b)
+                neighbors[b].append(a)
+        self.neighbors = neighbors
+
+    def place(
+        self,
+        order: np.ndarray,
+        *,
+        best_fit: bool,
+        offsets: list[int] | None = None,
+        start: int = 0,
+    ) -> np.ndarray:
+        """Offsets of the buffers placed in ``order``.
+
+        Args:
+            order: Permutation of the buffer indices.
+            best_fit: Best fit if True, else first fit.
+            offsets: Offsets of an earlier placement whose first ``start``
+                buffers of ``order`` are kept.
+            start: Position of ``order`` to resume placing from.
+        """
+        order_l = [int(i) for i in order]
+        n = len(order_l)
+        rank = [0] * n
+        for r, i in enumerate(order_l):
+            rank[i] = r
+        off = list(offsets) if offsets is not None else [0] * n
+        sizes, neighbors = self.sizes, self.neighbors
+        for r in range(start, n):
+            j = order_l[r]
+            ranges = [(off[k], off[k] + sizes[k]) for k in neighbors[j] if rank[k] < r]
+            off[j] = choose_offset(sizes[j], ranges, best_fit=best_fit)
+        return np.array(off, dtype=np.int64)

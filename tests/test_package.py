@@ -1,0 +1,42 @@
+import subprocess
+import sys
+
+BLOCK_TF = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ImportError("blocked")
+sys.meta_path.insert(0, Block())
+import kswap
+"""
+
+
+def test_import_without_tensorflow_names_the_extra():
+    proc = subprocess.run([sys.executable, "-c", BLOCK_TF], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "pip install kswap[cpu]" in proc.stderr and "kswap[gpu]" in proc.stderr
+
+
+def test_import_sets_cpu_bfc_unless_user_chose():
+    code = "import os, kswap; print(os.environ['TF_CPU_ALLOCATOR_USE_BFC'])"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "true"
+    env["TF_CPU_ALLOCATOR_USE_BFC"] = "false"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "false"
+
+
+def test_missing_bfc_allocator_gives_instructions():
+    code = (
+        "import os\n"
+        "os.environ['TF_CPU_ALLOCATOR_USE_BFC'] = 'false'\n"
+        "import kswap, keras, numpy as np\n"
+        "m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n"
+        "m.compile('sgd', 'mse')\n"
+        "kswap.profile(m, np.ones((8, 4)), np.ones((8, 2)), steps=1)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "TF_CPU_ALLOCATOR_USE_BFC=true" in proc.stderr
