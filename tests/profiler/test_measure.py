@@ -2,7 +2,7 @@ import numpy as np
 import tensorflow as tf
 
 import kswap
-from tests.profiler.models import chain, data
+from tests.profiler.models import chain, conv_chain, data
 
 
 def test_measure_fields():
@@ -32,11 +32,11 @@ def test_isolated_measurement_ignores_other_tensors_of_this_process():
 
 
 def test_step_peak_scales_with_batch_when_activations_dominate():
-    model = chain(widths=(1024, 1024, 1024), inputs=1024, name="wide")
-    x, y = data(model, 64)
-    peaks = {b: kswap.measure(model, x, y, steps=1, batch_size=b).step_peak_bytes for b in (16, 32, 64)}
-    # doubling the batch roughly doubles what a step adds on top of the weights;
-    # weight gradients (batch independent) keep it below exactly 2x
-    for small, big in ((16, 32), (32, 64)):
-        assert 1.2 < peaks[big] / peaks[small] <= 2.2, peaks
-    assert np.all(np.diff([peaks[b] for b in (16, 32, 64)]) > 0)
+    model = conv_chain()
+    x, y = data(model, 32)
+    sizes = (8, 16, 32)
+    peaks = [kswap.measure(model, x, y, steps=1, batch_size=b).device_peak_bytes for b in sizes]
+    # weights are a few KiB: doubling the batch doubles the peak (within
+    # the allocator's rounding and the executor's ordering)
+    ratios = np.array(peaks[1:]) / np.array(peaks[:-1])
+    assert np.all((ratios > 1.8) & (ratios < 2.2)), dict(zip(sizes, peaks))

@@ -1,0 +1,51 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kswap import cli
+
+
+def tiny():
+    import keras
+
+    return keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(32, name="hidden"), keras.layers.Dense(4, name="out")],
+        name="tiny",
+    )
+
+
+def test_profile_prints_peak_time_and_layers(capsys, tmp_path):
+    out = tmp_path / "trace.json"
+    assert cli.main(["profile", "--model", "tests.test_cli:tiny", "--batch", "8", "--save", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "device peak" in text and "(emulated on CPU:0)" in text and "step time" in text
+    assert "hidden" in text and "out" in text
+    import kswap
+
+    assert kswap.Trace.from_json(out).peak_bytes() > 0
+
+
+def test_measure_json(capsys):
+    assert cli.main(["measure", "--model", "tests.test_cli:tiny", "--batch", "8", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["device_peak_bytes"] > 0 and d["emulated"] is True and d["batch_size"] == 8
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "no.such.module:f"], "`model` must name a callable"),
+        (["--model", "tests.test_cli:tiny", "--input", "64,x"], "`input` must be positive integers"),
+        (["--model", "tests.test_cli:tiny", "--steps", "0"], "`steps` must be an integer >= 1"),
+    ],
+)
+def test_bad_arguments(capsys, args, message):
+    assert cli.main(["profile", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_python_dash_m():
+    proc = subprocess.run([sys.executable, "-m", "kswap", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "profile" in proc.stdout
