@@ -22,8 +22,9 @@ def _mib(n: int) -> str:
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True,
-                   help="keras.applications.ResNet50 or package.module:factory")
+    p.add_argument(
+        "--model", required=True, help="keras.applications.ResNet50 or package.module:factory"
+    )
     p.add_argument("--input", default=None, help="input shape without batch, e.g. 64,64,3")
     p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
     p.add_argument("--steps", type=int, default=2, help="profiled steps (default 2)")

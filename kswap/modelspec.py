@@ -86,8 +86,7 @@ def build_model(
     model = factory(**kwargs)
     if not isinstance(model, keras.Model):
         raise ValueError(
-            f"`model` factory {spec!r} must return a keras.Model. "
-            f"Received: {type(model).__name__}"
+            f"`model` factory {spec!r} must return a keras.Model. Received: {type(model).__name__}"
         )
     if compile and not getattr(model, "compiled", False):
         model.compile(optimizer=optimizer, loss=default_loss(model))
@@ -105,9 +104,7 @@ def default_loss(model: keras.Model) -> str:
 def synthetic_data(model: keras.Model, samples: int, seed: int = 0):
     """Random inputs and targets shaped for ``model``."""
     rng = np.random.default_rng(seed)
-    inputs = [
-        rng.random((samples, *t.shape[1:]), dtype=np.float32) for t in model.inputs
-    ]
+    inputs = [rng.random((samples, *t.shape[1:]), dtype=np.float32) for t in model.inputs]
     x = inputs[0] if len(inputs) == 1 else inputs
     outs = []
     for t in model.outputs:

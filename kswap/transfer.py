@@ -32,7 +32,7 @@ HOST_SCOPE = "kswap_host_tier"
 DEVICE_SCOPE = "kswap_device_tier"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def has_gpu() -> bool:
     """Whether TensorFlow sees a GPU (if not, the tiers are emulated)."""
     return bool(tf.config.list_physical_devices("GPU"))

@@ -11,14 +11,21 @@ def tiny():
     import keras
 
     return keras.Sequential(
-        [keras.Input((16,)), keras.layers.Dense(32, name="hidden"), keras.layers.Dense(4, name="out")],
+        [
+            keras.Input((16,)),
+            keras.layers.Dense(32, name="hidden"),
+            keras.layers.Dense(4, name="out"),
+        ],
         name="tiny",
     )
 
 
 def test_profile_prints_peak_time_and_layers(capsys, tmp_path):
     out = tmp_path / "trace.json"
-    assert cli.main(["profile", "--model", "tests.test_cli:tiny", "--batch", "8", "--save", str(out)]) == 0
+    assert (
+        cli.main(["profile", "--model", "tests.test_cli:tiny", "--batch", "8", "--save", str(out)])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "device peak" in text and "(emulated on CPU:0)" in text and "step time" in text
     assert "hidden" in text and "out" in text
@@ -37,7 +44,10 @@ def test_measure_json(capsys):
     "args, message",
     [
         (["--model", "no.such.module:f"], "`model` must name a callable"),
-        (["--model", "tests.test_cli:tiny", "--input", "64,x"], "`input` must be positive integers"),
+        (
+            ["--model", "tests.test_cli:tiny", "--input", "64,x"],
+            "`input` must be positive integers",
+        ),
         (["--model", "tests.test_cli:tiny", "--steps", "0"], "`steps` must be an integer >= 1"),
     ],
 )

@@ -9,10 +9,10 @@ import sys
 
 def main(argv: list[str]) -> None:
     model_path, data_path, steps, out_path = argv
-    import kswap  # noqa: F401  (selects the CPU BFC allocator before TF starts)
     import keras
     import tensorflow as tf
 
+    import kswap  # noqa: F401  (selects the CPU BFC allocator before TF starts)
     from kswap.profiler.measure import measure_batches
     from kswap.profiler.profile import _check_allocator
 

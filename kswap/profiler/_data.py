@@ -89,13 +89,14 @@ def make_batches(x, y, batch_size, count: int) -> list[tuple]:
         ny = _samples(y, "y")
         if ny != n:
             raise ValueError(
-                "`x` and `y` must have the same number of samples. "
-                f"Received: x has {n}, y has {ny}"
+                f"`x` and `y` must have the same number of samples. Received: x has {n}, y has {ny}"
             )
     if batch_size is None:
         batch_size = min(32, n)
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
-        raise ValueError(f"`batch_size` must be a positive integer. Received: batch_size={batch_size!r}")
+        raise ValueError(
+            f"`batch_size` must be a positive integer. Received: batch_size={batch_size!r}"
+        )
     if not 1 <= batch_size <= n:
         raise ValueError(
             f"`batch_size` must be between 1 and the number of samples ({n}). "

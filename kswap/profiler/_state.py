@@ -37,5 +37,5 @@ def preserved_state(model, sample_batch):
     try:
         yield
     finally:
-        for v, value in zip(variables, values):
+        for v, value in zip(variables, values, strict=True):
             v.assign(value)

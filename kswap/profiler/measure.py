@@ -127,7 +127,9 @@ def measure_batches(model, batches, steps: int, logdir=None) -> Measurement:
 
 
 def _to_numpy(batches):
-    return [keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), b) for b in batches]
+    return [
+        keras.tree.map_structure(lambda t: None if t is None else np.asarray(t), b) for b in batches
+    ]
 
 
 def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
@@ -138,7 +140,15 @@ def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
         model.save(model_path)
         with open(data_path, "wb") as f:
             pickle.dump(_to_numpy(batches), f)
-        cmd = [sys.executable, "-m", "kswap.profiler._child", model_path, data_path, str(steps), out_path]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kswap.profiler._child",
+            model_path,
+            data_path,
+            str(steps),
+            out_path,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])

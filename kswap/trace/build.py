@@ -78,12 +78,8 @@ def build_trace(
     """
     if allocators is not None:
         events = [e for e in events if allocators(e.allocator)]
-    origin_ps = min(
-        [e.time_ps for e in events[:1]] + [s.start_ps for s in steps[:1]], default=0
-    )
-    end_ps = max(
-        [e.time_ps for e in events[-1:]] + [s.end_ps for s in steps[-1:]], default=0
-    )
+    origin_ps = min([e.time_ps for e in events[:1]] + [s.start_ps for s in steps[:1]], default=0)
+    end_ps = max([e.time_ps for e in events[-1:]] + [s.end_ps for s in steps[-1:]], default=0)
 
     def ns(ps: int) -> int:
         return (ps - origin_ps) // 1000
@@ -119,9 +115,7 @@ def build_trace(
             a, t0, tier = opened
             buffers.append(_allocation(a, t0, ns(e.time_ps), tier, step_at(t0), layer_of))
     for a, t0, tier in live.values():
-        buffers.append(
-            _allocation(a, t0, duration, tier, step_at(t0), layer_of, alive_at_end=True)
-        )
+        buffers.append(_allocation(a, t0, duration, tier, step_at(t0), layer_of, alive_at_end=True))
     resident = {"device": 0, "host": 0}
     for name, total in start_total.items():
         probe = MemoryEvent(0, True, name, 0, 0, 0, 0)

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import os
@@ -110,12 +111,8 @@ class Timeline:
 
     def at(self, time_ns: int) -> int:
         """Live bytes at ``time_ns`` (0 before the first change)."""
-        live = 0
-        for t, b in zip(self.times_ns, self.live_bytes):
-            if t > time_ns:
-                break
-            live = b
-        return live
+        i = bisect.bisect_right(self.times_ns, time_ns)
+        return self.live_bytes[i - 1] if i else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,8 +210,7 @@ class Trace:
             return 0, self.duration_ns
         if not 0 <= step < len(self.steps):
             raise ValueError(
-                f"`step` must be in [0, {len(self.steps)}) for this trace. "
-                f"Received: step={step}"
+                f"`step` must be in [0, {len(self.steps)}) for this trace. Received: step={step}"
             )
         return self.steps[step]
 
@@ -252,7 +248,9 @@ class Trace:
                 f"Received: format={payload.get('format')!r}"
             )
         fields = payload["fields"]
-        buffers = tuple(Allocation(**dict(zip(fields, row))) for row in payload["buffers"])
+        buffers = tuple(
+            Allocation(**dict(zip(fields, row, strict=True))) for row in payload["buffers"]
+        )
         return cls(
             buffers=buffers,
             steps=tuple(tuple(s) for s in payload["steps"]),

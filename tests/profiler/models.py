@@ -6,7 +6,9 @@ import numpy as np
 
 def chain(widths=(256, 512, 384), inputs=128, name="chain"):
     layers = [keras.Input((inputs,))]
-    layers += [keras.layers.Dense(w, use_bias=False, name=f"d{i + 1}") for i, w in enumerate(widths)]
+    layers += [
+        keras.layers.Dense(w, use_bias=False, name=f"d{i + 1}") for i, w in enumerate(widths)
+    ]
     model = keras.Sequential(layers, name=name)
     model.compile(keras.optimizers.SGD(0.01), "mse")
     return model

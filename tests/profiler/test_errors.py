@@ -36,11 +36,16 @@ def test_empty_and_mismatched_data(model):
     x, y = data(model, 8)
     with pytest.raises(ValueError, match="`x` is empty"):
         kswap.profile(model, x[:0], y[:0])
-    with pytest.raises(ValueError, match="`x` and `y` must have the same number of samples. Received: x has 8, y has 4"):
+    with pytest.raises(
+        ValueError,
+        match="`x` and `y` must have the same number of samples. Received: x has 8, y has 4",
+    ):
         kswap.profile(model, x, y[:4])
     with pytest.raises(ValueError, match="`x` must be given"):
         kswap.profile(model, None, y)
-    with pytest.raises(ValueError, match="`batch_size` must be between 1 and the number of samples"):
+    with pytest.raises(
+        ValueError, match="`batch_size` must be between 1 and the number of samples"
+    ):
         kswap.profile(model, x, y, batch_size=9)
 
 

@@ -15,8 +15,13 @@ def test_measure_fields():
     assert m.step_seconds > 0 and m.batch_size == 32 and m.steps == 2
     assert m.trace.peak_bytes() == m.device_peak_bytes
     assert set(m.to_dict()) == {
-        "device_peak_bytes", "step_peak_bytes", "host_peak_bytes",
-        "step_seconds", "emulated", "batch_size", "steps",
+        "device_peak_bytes",
+        "step_peak_bytes",
+        "host_peak_bytes",
+        "step_seconds",
+        "emulated",
+        "batch_size",
+        "steps",
     }
 
 
@@ -39,4 +44,4 @@ def test_step_peak_scales_with_batch_when_activations_dominate():
     # weights are a few KiB: doubling the batch doubles the peak (within
     # the allocator's rounding and the executor's ordering)
     ratios = np.array(peaks[1:]) / np.array(peaks[:-1])
-    assert np.all((ratios > 1.8) & (ratios < 2.2)), dict(zip(sizes, peaks))
+    assert np.all((ratios > 1.8) & (ratios < 2.2)), dict(zip(sizes, peaks, strict=True))

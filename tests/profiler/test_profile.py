@@ -24,8 +24,7 @@ def test_peak_matches_allocator_and_timeline_matches_every_event(tmp_path):
     origin = min(space.memory_events[0].time_ps, space.steps[0].start_ps)
     tl = trace.timeline("device")
     mismatches = [
-        e for e in space.memory_events
-        if tl.at((e.time_ps - origin) // 1000) != e.bytes_allocated
+        e for e in space.memory_events if tl.at((e.time_ps - origin) // 1000) != e.bytes_allocated
     ]
     assert len(mismatches) <= 0.01 * len(space.memory_events)
 
@@ -35,7 +34,11 @@ def test_hand_computed_activations_of_a_chain():
     model = chain(widths, inputs)
     x, y = data(model)
     trace = kswap.profile(model, x, y, steps=1, batch_size=batch)
-    forward = [b for b in trace.buffers if b.op and b.op.startswith("chain_1/d") and b.op.endswith("/MatMul")]
+    forward = [
+        b
+        for b in trace.buffers
+        if b.op and b.op.startswith("chain_1/d") and b.op.endswith("/MatMul")
+    ]
     # one activation per layer, in order, of batch * units * 4 bytes
     assert [b.layer for b in forward] == ["d1", "d2", "d3"]
     assert [b.requested_bytes for b in forward] == [batch * w * 4 for w in widths]
@@ -44,8 +47,13 @@ def test_hand_computed_activations_of_a_chain():
     # gradient of the next layer (which reads it) has been computed
     for i, act in enumerate(forward[:2]):
         nxt = f"d{i + 2}"
-        grads = [b for b in trace.buffers if b.layer == nxt and b.op.startswith("gradient_tape/")
-                 and b.requested_bytes == widths[i] * widths[i + 1] * 4]
+        grads = [
+            b
+            for b in trace.buffers
+            if b.layer == nxt
+            and b.op.startswith("gradient_tape/")
+            and b.requested_bytes == widths[i] * widths[i + 1] * 4
+        ]
         assert grads, f"no weight gradient of {nxt}"
         assert act.start_ns < grads[0].start_ns < act.end_ns
     # weights are resident and attributed to their layers
@@ -61,7 +69,7 @@ def test_profile_leaves_model_state_untouched():
     reference = small_cnn(name="ref")
     reference.set_weights(model.get_weights())
     kswap.profile(model, x, y, steps=2, batch_size=16)
-    for a, b in zip(model.get_weights(), reference.get_weights()):
+    for a, b in zip(model.get_weights(), reference.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
     # training afterwards gives what it gives without kswap (same seed)
     keras.utils.set_random_seed(3)
@@ -69,7 +77,7 @@ def test_profile_leaves_model_state_untouched():
     keras.utils.set_random_seed(3)
     h2 = reference.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0).history["loss"]
     np.testing.assert_allclose(h1, h2, rtol=1e-6)
-    for a, b in zip(model.get_weights(), reference.get_weights()):
+    for a, b in zip(model.get_weights(), reference.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 

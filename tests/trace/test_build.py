@@ -38,8 +38,9 @@ def test_timeline_equals_hand_computation():
 
 def test_lifetimes_layers_and_residents():
     layer_of = {"m/l1/Relu": "l1", "m/l2/MatMul": "l2"}.get
-    trace = build_trace(chain_events(), emulated=True, host_scope="hs", layer_of=layer_of,
-                        residents={"l0": [100]})
+    trace = build_trace(
+        chain_events(), emulated=True, host_scope="hs", layer_of=layer_of, residents={"l0": [100]}
+    )
     by_op = {b.op: b for b in trace.buffers}
     assert (by_op["m/l1/Relu"].start_ns, by_op["m/l1/Relu"].end_ns) == (0, 300)
     assert by_op["m/l3/Sum"].alive_at_end and by_op["m/l3/Sum"].end_ns == 400
@@ -47,7 +48,11 @@ def test_lifetimes_layers_and_residents():
     res = [b for b in trace.buffers if b.op == RESIDENT]
     assert sorted((b.layer or "", b.size) for b in res) == [("", 768), ("l0", 256)]
     assert trace.by_layer(time_ns=250) == {
-        "l2": 4 * KB, "l1": 2 * KB, UNATTRIBUTED: KB, RESIDENT: 768, "l0": 256,
+        "l2": 4 * KB,
+        "l1": 2 * KB,
+        UNATTRIBUTED: KB,
+        RESIDENT: 768,
+        "l0": 256,
     }
 
 
@@ -76,8 +81,12 @@ def test_emulated_host_tier_by_scope_and_gpu_tier_by_allocator():
     dev = MemoryEvent(0, True, "cpu", 2, 256, 256, 256, "m/l/Relu")
     assert tier_of(host, emulated=True, host_scope="kswap_host_tier") == "host"
     assert tier_of(dev, emulated=True, host_scope="kswap_host_tier") == "device"
-    for name, tier in [("GPU_0_bfc", "device"), ("GPU_1_bfc", "device"),
-                       ("gpu_host_bfc", "host"), ("bfc_cpu_allocator_for_gpu", "host")]:
+    for name, tier in [
+        ("GPU_0_bfc", "device"),
+        ("GPU_1_bfc", "device"),
+        ("gpu_host_bfc", "host"),
+        ("bfc_cpu_allocator_for_gpu", "host"),
+    ]:
         e = MemoryEvent(0, True, name, 1, 256, 256, 256)
         assert tier_of(e, emulated=False, host_scope="x") == tier
 

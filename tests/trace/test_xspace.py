@@ -24,11 +24,18 @@ def test_reads_memory_events_and_steps_across_lines():
                 11,
                 [
                     _alloc(3000, 99, 512, 1512, op="model/dense/MatMul"),
-                    ("MemoryDeallocation", 9000, 0, {
-                        "allocator_name": "GPU_0_bfc", "addr": 99,
-                        "allocation_bytes": 512, "requested_bytes": 508,
-                        "bytes_allocated": 1000,
-                    }),
+                    (
+                        "MemoryDeallocation",
+                        9000,
+                        0,
+                        {
+                            "allocator_name": "GPU_0_bfc",
+                            "addr": 99,
+                            "allocation_bytes": 512,
+                            "requested_bytes": 508,
+                            "bytes_allocated": 1000,
+                        },
+                    ),
                 ],
             ),
         ]
@@ -39,7 +46,12 @@ def test_reads_memory_events_and_steps_across_lines():
     a, d = space.memory_events
     assert a.is_allocation and not d.is_allocation
     assert a.time_ps == 11_000 + 3000 and d.time_ps == 11_000 + 9000
-    assert (a.allocator, a.addr, a.allocation_bytes, a.requested_bytes) == ("GPU_0_bfc", 99, 512, 508)
+    assert (a.allocator, a.addr, a.allocation_bytes, a.requested_bytes) == (
+        "GPU_0_bfc",
+        99,
+        512,
+        508,
+    )
     assert (a.bytes_allocated, d.bytes_allocated) == (1512, 1000)
     assert (a.tf_op, a.region_type, a.shape) == ("model/dense/MatMul", "output", "[2,3]")
     assert d.tf_op is None
@@ -47,7 +59,9 @@ def test_reads_memory_events_and_steps_across_lines():
 
 def test_events_are_sorted_by_time_and_other_planes_ignored():
     events = [_alloc(5000, 1, 256, 256), _alloc(1000, 2, 256, 512)]
-    buf = encode_xspace([(0, events)]) + encode_xspace([(0, [_alloc(1, 3, 256, 256)])], plane_name="/device:GPU:0")
+    buf = encode_xspace([(0, events)]) + encode_xspace(
+        [(0, [_alloc(1, 3, 256, 256)])], plane_name="/device:GPU:0"
+    )
     space = read_xspace(buf)
     assert [e.addr for e in space.memory_events] == [2, 1]
 

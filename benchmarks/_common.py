@@ -1,0 +1,44 @@
+"""Shared helpers for the benchmarks: fresh-process runs and markdown tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+MIB = 1024 * 1024
+
+
+def measure_fresh(model: str, input_shape: str, batch: int, steps: int = 3) -> dict:
+    """Runs ``kswap measure`` in a fresh process (nothing else alive) and parses it."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "kswap",
+        "measure",
+        "--model",
+        model,
+        "--input",
+        input_shape,
+        "--batch",
+        str(batch),
+        "--steps",
+        str(steps),
+        "--json",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def mib(n: float) -> str:
+    return f"{n / MIB:,.1f}"

@@ -1,0 +1,60 @@
+"""kswap's device peak against TensorFlow's allocator peak, one fresh process each.
+
+    python benchmarks/profiler_accuracy.py
+
+``kswap profile`` resets the allocator's peak before the profiled steps and
+reads ``get_memory_info(device)["peak"]`` after them; the trace's own peak is
+compared with it. On a machine without a GPU, device memory is emulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from _common import mib, table
+
+CODE = """
+import json, sys, kswap, numpy as np
+from kswap.modelspec import build_model, synthetic_data
+model = build_model(sys.argv[1], tuple(int(s) for s in sys.argv[2].split(',')))
+x, y = synthetic_data(model, 2 * int(sys.argv[3]))
+t = kswap.profile(model, x, y, steps=2, batch_size=int(sys.argv[3]))
+print(json.dumps({"kswap": t.peak_bytes(), "allocator": t.metadata["allocator_peak_bytes"],
+                  "buffers": len(t.buffers), "emulated": t.emulated}))
+"""
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--models", default="ResNet50,MobileNetV2,VGG16,DenseNet121")
+    p.add_argument("--input", default="64,64,3")
+    p.add_argument("--batch", type=int, default=16)
+    args = p.parse_args()
+    rows = []
+    for name in args.models.split(","):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        proc = subprocess.run(
+            [sys.executable, "-c", CODE, f"keras.applications.{name}", args.input, str(args.batch)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if proc.returncode:
+            raise RuntimeError(proc.stderr[-2000:])
+        d = json.loads(proc.stdout.strip().splitlines()[-1])
+        diff = 100 * (d["kswap"] - d["allocator"]) / d["allocator"]
+        rows.append([name, mib(d["kswap"]), mib(d["allocator"]), f"{diff:+.2f}%", d["buffers"]])
+        print(rows[-1], flush=True)
+    print(
+        f"\ninput {args.input}, batch {args.batch}, 2 profiled steps; "
+        "device memory emulated on CPU:0\n"
+    )
+    print(table(["model", "kswap peak MiB", "allocator peak MiB", "difference", "buffers"], rows))
+
+
+if __name__ == "__main__":
+    main()
