@@ -20,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from _common import table  # noqa: E402
 
+import keras  # noqa: E402
 import kswap  # noqa: E402,F401
 from kswap.modelspec import build_model, synthetic_data  # noqa: E402
 from kswap.profiler import _data  # noqa: E402
@@ -52,7 +53,7 @@ def main() -> None:
         rows.append([name, f"{a * 1000:.0f}", f"{b * 1000:.0f}", f"{b / a:.2f}", f"{export:.2f}"])
         print(rows[-1], flush=True)
         del model
-        tf.keras.backend.clear_session() if hasattr(tf, "keras") else None
+        keras.backend.clear_session()
     print(f"\ninput {args.input}, batch {args.batch}, median of {args.steps} steps, CPU\n")
     print(table(["model", "unprofiled ms", "profiled ms", "ratio", "trace export s"], rows))
 
