@@ -37,9 +37,19 @@ if not _has_tensorflow():
         "tensorflow-cpu) or `pip install kswap[gpu]` (installs tensorflow[and-cuda])."
     )
 
+from kswap.offloading import OffloadingModel, strip  # noqa: E402
 from kswap.profiler import Measurement, measure, profile  # noqa: E402
 from kswap.trace import Allocation, Timeline, Trace  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["Allocation", "Measurement", "Timeline", "Trace", "measure", "profile"]
+__all__ = [
+    "Allocation",
+    "Measurement",
+    "OffloadingModel",
+    "Timeline",
+    "Trace",
+    "measure",
+    "profile",
+    "strip",
+]

@@ -1,0 +1,244 @@
+"""``Offload``: a wrapper layer whose activations wait in host memory.
+
+Forward runs the wrapped layer, copies to the host tier the tensors its
+backward reads, and keeps nothing else for backward. Backward brings them back
+(scheduled one block ahead, see :mod:`kswap.layers.schedule`) and computes the
+gradients with TensorFlow's own gradient functions (:mod:`kswap.layers.replay`)
+— exactly, without re-running the forward. Layers whose forward cannot be
+replayed fall back to recomputation with the forward's seeds
+(:mod:`kswap.layers.recompute`).
+
+Example:
+    >>> import keras
+    >>> from kswap.layers import Offload
+    >>> layer = Offload(keras.layers.Dense(4, activation="relu"))
+    >>> model = keras.Sequential([keras.Input((8,)), layer])
+    >>> model.compile("sgd", "mse")
+    >>> import numpy as np
+    >>> _ = model.fit(np.ones((16, 8)), np.ones((16, 4)), verbose=0)
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import keras
+import tensorflow as tf
+from tensorflow.python.eager import record
+
+from kswap.layers import recompute, replay, saved
+from kswap.layers.schedule import GraphState, graph_state
+
+__all__ = ["Offload", "MIN_OFFLOAD_BYTES"]
+
+#: Tensors smaller than this stay on the device (a copy would cost more).
+MIN_OFFLOAD_BYTES = 16 * 1024
+
+_warned_eager = False
+
+
+def check_prefetch(prefetch) -> int:
+    if isinstance(prefetch, bool) or not isinstance(prefetch, numbers.Integral) or prefetch < 0:
+        raise ValueError(f"`prefetch` must be an integer >= 0. Received: prefetch={prefetch!r}")
+    return int(prefetch)
+
+
+def _bytes(t: tf.Tensor) -> int | None:
+    n = t.shape.num_elements()
+    return None if n is None else n * t.dtype.size
+
+
+def _worth_offloading(t: tf.Tensor) -> bool:
+    if t.op.type in ("ReadVariableOp", "Const", "VarHandleOp", "Shape"):
+        return False
+    size = _bytes(t)
+    return size is None or size >= MIN_OFFLOAD_BYTES
+
+
+@keras.saving.register_keras_serializable(package="kswap")
+class Offload(keras.layers.Wrapper):
+    """Keeps the activations a layer's backward needs in host memory.
+
+    Args:
+        layer: The layer to wrap. Its weights are the wrapper's weights (the
+            same variables, not copies).
+        prefetch: How many blocks ahead backward brings tensors back: 1 starts
+            a block's swap-ins when the backward of the next block begins; 0
+            when its own begins.
+        **kwargs: Keras layer arguments (``name``...). The name defaults to
+            the wrapped layer's.
+    """
+
+    def __init__(self, layer, prefetch: int = 1, **kwargs):
+        if not isinstance(layer, keras.layers.Layer):
+            raise ValueError(
+                f"`layer` must be a keras.layers.Layer. Received: layer={layer!r} "
+                f"of type {type(layer).__name__}"
+            )
+        if isinstance(layer, Offload):
+            raise ValueError(f"`layer` is already offloaded. Received: layer={layer.name!r}")
+        kwargs.setdefault("name", layer.name)
+        super().__init__(layer, **kwargs)
+        self.prefetch = check_prefetch(prefetch)
+        self.supports_jit = False  # XLA ignores device placement
+        self.fallbacks: list[str] = []
+
+    def build(self, input_shape=None):
+        if not self.layer.built:
+            self.layer.build(input_shape)
+        self.built = True
+
+    def compute_output_shape(self, *args, **kwargs):
+        return self.layer.compute_output_shape(*args, **kwargs)
+
+    def compute_output_spec(self, *args, **kwargs):
+        return self.layer.compute_output_spec(*args, **kwargs)
+
+    def call(self, inputs, *args, **kwargs):
+        if not record.could_possibly_record():  # no backward will run
+            return self.layer(inputs, *args, **kwargs)
+        if tf.executing_eagerly():
+            _warn_eager()
+            return _block(self, inputs, args, kwargs, graph=False)
+        return _block(self, inputs, args, kwargs, graph=True)
+
+    def get_config(self):
+        config = super().get_config()
+        config["prefetch"] = self.prefetch
+        return config
+
+
+def _warn_eager() -> None:
+    global _warned_eager
+    if not _warned_eager:
+        _warned_eager = True
+        warnings.warn(
+            "kswap offloading runs eagerly (run_eagerly=True or a loop without "
+            "tf.function): copies to and from the host are synchronous and layers "
+            "are recomputed in backward. Train inside tf.function (the default of "
+            "model.fit) for overlapped transfers.",
+            stacklevel=3,
+        )
+
+
+def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
+    flat = list(keras.tree.flatten(inputs))
+    is_tensor = [isinstance(t, (tf.Tensor, tf.Variable)) or hasattr(t, "dtype") for t in flat]
+    tensors = [tf.convert_to_tensor(t) for t, ok in zip(flat, is_tensor, strict=True) if ok]
+    state = graph_state() if graph else None
+    index = state.register_block() if graph else -1
+    lstate = recompute.layer_state(wrapper.layer)
+
+    def rebuild(ts):
+        it = iter(ts)
+        return keras.tree.pack_sequence_as(
+            inputs, [next(it) if ok else t for t, ok in zip(flat, is_tensor, strict=True)]
+        )
+
+    structure = {}
+
+    @tf.custom_gradient
+    def block(*xs):
+        seeds_before = lstate.seed_values()
+        if graph:
+            outputs, ops = replay.record_ops(lambda: wrapper.layer(rebuild(xs), *args, **kwargs))
+        else:
+            outputs, ops = wrapper.layer(rebuild(xs), *args, **kwargs), []
+        structure["outputs"] = outputs
+        flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
+        plan = replay.plan_replay(ops, xs, flat_out) if graph else None
+        if plan is not None and plan.replayable:
+            _offload_reads(state, plan)
+            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out)
+        else:
+            if plan is not None:
+                wrapper.fallbacks.append(plan.reason)
+            grad = _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before)
+        return flat_out, grad
+
+    out = block(*tensors)
+    return keras.tree.pack_sequence_as(structure["outputs"], keras.tree.flatten(out))
+
+
+def _offload_reads(state: GraphState, plan: replay.ReplayPlan) -> None:
+    for op in plan.ops:
+        ins, outs = saved.reads(op.type, len(op.inputs), len(op.outputs))
+        for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
+            if _worth_offloading(t):
+                state.offload(t)
+
+
+def _unique(xs) -> list[bool]:
+    seen, first = set(), []
+    for x in xs:
+        first.append(x.ref() not in seen)
+        seen.add(x.ref())
+    return first
+
+
+def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out):
+    graph = tf.compat.v1.get_default_graph()
+
+    def grad(*upstream, variables=None):
+        upstream = list(upstream)
+        state.arrive(index, upstream)
+        gate = state.gate(index, wrapper.prefetch)
+
+        def fetch(t: tf.Tensor) -> tf.Tensor:
+            if state.has_host_copy(t):
+                return state.swap_in(t, gate)
+            if _worth_offloading(t) and not t.shape.is_fully_defined():
+                state.kept_on_device.append((wrapper.name, t.name))
+            return t
+
+        reads = _variable_reads(graph, plan.ops, variables or [])
+        source_grads, var_grads = replay.replay_gradients(
+            plan.ops, xs, flat_out, upstream, fetch, reads
+        )
+        source_grads = [g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)]
+        if variables:
+            return source_grads, var_grads
+        return source_grads
+
+    return grad
+
+
+def _variable_reads(graph, ops, variables) -> list[list[tf.Tensor]]:
+    internal = {id(ext): intl for ext, intl in graph.captures}
+    out = []
+    for v in variables:
+        handle = internal.get(id(v.handle), v.handle)
+        out.append(
+            [op.outputs[0] for op in ops if op.type == "ReadVariableOp" and op.inputs[0] is handle]
+        )
+    return out
+
+
+def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before):
+    from kswap import transfer
+
+    hosts = [transfer.to_host(x) if _worth_offloading(x) else x for x in xs]
+    devices = [x.device for x in xs]
+
+    def grad(*upstream, variables=None):
+        upstream = list(upstream)
+        gate = None
+        if state is not None:
+            state.arrive(index, upstream)
+            gate = state.gate(index, wrapper.prefetch)
+        with tf.control_dependencies([gate] if gate is not None else []):
+            back = [
+                transfer.to_device(h, d or None) if h is not x else x
+                for h, x, d in zip(hosts, xs, devices, strict=True)
+            ]
+        call = lambda ts: wrapper.layer(rebuild(ts), *args, **kwargs)  # noqa: E731
+        source_grads, var_grads = recompute.rerun_gradients(
+            wrapper.layer, back, call, upstream, list(variables or []), seeds_before
+        )
+        source_grads = [g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)]
+        if variables:
+            return source_grads, var_grads
+        return source_grads
+
+    return grad

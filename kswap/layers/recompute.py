@@ -1,0 +1,109 @@
+"""Recompute fallback: the backward re-runs a layer from its swapped-in inputs.
+
+Used for layers whose forward cannot be replayed op by op (control flow,
+function calls, ops without a registered gradient) and in eager mode. The
+re-run must give the forward's values, so it:
+
+- reuses the forward's random seeds: every seed generator of the layer is set
+  back to its state before the forward for the re-run, then restored;
+- does not update state twice: every non-trainable variable (BatchNormalization
+  moving statistics...) is read before the re-run and assigned back after it.
+
+Example:
+    >>> import keras, tensorflow as tf
+    >>> from kswap.layers.recompute import layer_state, rerun_gradients
+    >>> layer = keras.layers.Dense(2)
+    >>> x = tf.ones((1, 3))
+    >>> _ = layer(x)
+    >>> seeds = layer_state(layer).seed_values()
+    >>> grads, var_grads = rerun_gradients(layer, [x], lambda xs: layer(xs[0]),
+    ...                                    [tf.ones((1, 2))], [v.value for v in layer.trainable_weights], seeds)
+    >>> grads[0].shape
+    TensorShape([1, 3])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import keras
+import tensorflow as tf
+
+__all__ = ["LayerState", "layer_state", "rerun_gradients"]
+
+
+def _seed_generators(layer) -> list:
+    found, seen = [], set()
+    for sub in [layer, *getattr(layer, "_flatten_layers", lambda: [])()]:
+        for sg in getattr(sub, "_seed_generators", []) or []:
+            if id(sg) not in seen:
+                seen.add(id(sg))
+                found.append(sg)
+    return found
+
+
+@dataclasses.dataclass
+class LayerState:
+    """Seed generators and non-trainable variables of a layer (and sublayers)."""
+
+    seeds: list
+    non_trainable: list
+
+    def seed_values(self) -> list[tf.Tensor]:
+        """The seed states now (read before the forward)."""
+        return [tf.identity(sg.state.value) for sg in self.seeds]
+
+
+def layer_state(layer) -> LayerState:
+    seeds = _seed_generators(layer)
+    seed_vars = {id(sg.state) for sg in seeds}
+    non_trainable = [v for v in layer.non_trainable_weights if id(v) not in seed_vars]
+    return LayerState(seeds, non_trainable)
+
+
+def rerun_gradients(
+    layer,
+    inputs: Sequence[tf.Tensor],
+    call: Callable[[list], object],
+    upstream: Sequence[tf.Tensor | None],
+    variables: Sequence,
+    seeds_before: Sequence[tf.Tensor],
+) -> tuple[list, list]:
+    """Re-runs ``call(inputs)`` under a tape and returns input and variable gradients.
+
+    Args:
+        layer: The layer ``call`` runs (its state is protected).
+        inputs: The forward's inputs, already back on the device.
+        call: Runs the layer on a list of inputs.
+        upstream: Gradient for each flat output.
+        variables: Variables to differentiate (``tf.Variable``s).
+        seeds_before: Seed states read before the forward, in
+            ``layer_state(layer).seeds`` order.
+    """
+    state = layer_state(layer)
+    seeds_after = [tf.identity(sg.state.value) for sg in state.seeds]
+    stats_after = [tf.identity(v.value) for v in state.non_trainable]
+    for sg, value in zip(state.seeds, seeds_before, strict=True):
+        sg.state.assign(value)
+    inputs = [tf.identity(t) for t in inputs]
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(inputs)
+        for v in variables:
+            tape.watch(v)
+        outputs = keras.tree.flatten(call(inputs))
+    pairs = [(o, g) for o, g in zip(outputs, upstream, strict=True) if g is not None]
+    grads = tape.gradient(
+        [o for o, _ in pairs],
+        list(inputs) + list(variables),
+        output_gradients=[g for _, g in pairs],
+    )
+    # gradient ops read the re-run's values: restore state only after them
+    deps = [g for g in grads if g is not None]
+    with tf.control_dependencies(deps):
+        for sg, value in zip(state.seeds, seeds_after, strict=True):
+            sg.state.assign(value)
+        for v, value in zip(state.non_trainable, stats_after, strict=True):
+            v.assign(value)
+    n = len(inputs)
+    return list(grads[:n]), list(grads[n:])

@@ -1,0 +1,215 @@
+"""Backward of a recorded block of graph ops, from tensors kswap supplies.
+
+Inside ``tf.function`` a layer's forward is a list of graph operations. Its
+backward is what TensorFlow's registered gradient functions build from those
+operations' inputs and outputs. :func:`replay_gradients` calls the very same
+gradient functions, op by op in reverse order, but hands each one a view of
+its operation whose input and output tensors come from a callback: kswap's
+copies brought back from the host. The gradients are TensorFlow's own
+(exact, no recomputation of the forward), and the backward graph holds no
+reference to the forward's device tensors.
+
+Example:
+    >>> import tensorflow as tf
+    >>> from kswap.layers.replay import record_ops, replay_gradients
+    >>> @tf.function
+    ... def grad_of_square(x):
+    ...     (y,), ops = record_ops(lambda: [x * x])
+    ...     grads, _ = replay_gradients(ops, [x], [y], [tf.ones_like(y)], lambda t: t)
+    ...     return grads[0]
+    >>> float(grad_of_square(tf.constant(3.0)))
+    6.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops
+
+__all__ = ["record_ops", "ReplayPlan", "plan_replay", "replay_gradients", "CONTROL_FLOW_OPS"]
+
+#: Ops whose gradients need TensorFlow's own machinery (control flow, calls).
+CONTROL_FLOW_OPS = frozenset(
+    {
+        "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
+        "PartitionedCall", "StatefulPartitionedCall", "Enter", "Exit", "Merge",
+        "Switch", "NextIteration", "LoopCond", "SymbolicGradient",
+    }
+)  # fmt: skip
+
+
+def record_ops(fn: Callable[[], object]) -> tuple[object, list[tf.Operation]]:
+    """Runs ``fn`` in the current graph; returns its result and the ops it created."""
+    graph = tf.compat.v1.get_default_graph()
+    start = len(graph.get_operations())
+    result = fn()
+    return result, graph.get_operations()[start:]
+
+
+def _gradient_fn(op: tf.Operation):
+    """The registered gradient function of ``op``, None if not differentiable.
+
+    Raises:
+        LookupError: No gradient is registered for the op's type.
+    """
+    try:
+        return tf_ops._gradient_registry.lookup(op.type)
+    except LookupError:
+        if op.type in ("ReadVariableOp", "Const", "Placeholder"):
+            return None
+        raise
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayPlan:
+    """Which recorded ops the backward visits.
+
+    Attributes:
+        ops: The ops between the sources and the outputs, in creation order.
+        replayable: False when one of them has no usable gradient function
+            (control flow, function calls, unregistered ops).
+        reason: Why not replayable.
+    """
+
+    ops: tuple[tf.Operation, ...]
+    replayable: bool
+    reason: str = ""
+
+
+def plan_replay(
+    ops: Sequence[tf.Operation], sources: Sequence[tf.Tensor], outputs: Sequence[tf.Tensor]
+) -> ReplayPlan:
+    """Selects the recorded ops on a differentiable path from sources to outputs.
+
+    Sources are the block's inputs and every variable read inside it.
+    """
+    op_set = set(ops)
+    reached = {t.ref() for t in sources if _differentiable(t)}
+    forward = []
+    for op in ops:
+        if op.type == "ReadVariableOp":
+            if _differentiable(op.outputs[0]):
+                reached.add(op.outputs[0].ref())
+                forward.append(op)
+        elif any(t.ref() in reached for t in op.inputs):
+            forward.append(op)
+            reached.update(t.ref() for t in op.outputs if _differentiable(t))
+    needed = {t.ref() for t in outputs}
+    path: list[tf.Operation] = []
+    for op in reversed(forward):
+        if any(t.ref() in needed for t in op.outputs):
+            path.append(op)
+            needed.update(t.ref() for t in op.inputs if t.op in op_set or t.ref() in reached)
+    path.reverse()
+    for op in path:
+        if op.type in CONTROL_FLOW_OPS:
+            return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) is control flow")
+        try:
+            _gradient_fn(op)
+        except LookupError:
+            return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) has no gradient")
+    return ReplayPlan(tuple(path), True)
+
+
+def _differentiable(t: tf.Tensor) -> bool:
+    return t.dtype.is_floating or t.dtype.is_complex
+
+
+class _Tensors(Sequence):
+    """An op's inputs or outputs, each fetched from the callback on first use."""
+
+    def __init__(self, tensors, fetch):
+        self._tensors = list(tensors)
+        self._fetch = fetch
+        self._cache: dict[int, tf.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if i not in self._cache:
+            self._cache[i] = self._fetch(self._tensors[i])
+        return self._cache[i]
+
+
+class _ReplayOp:
+    """An op as its gradient function sees it, with substituted tensors."""
+
+    def __init__(self, op: tf.Operation, fetch):
+        self._op = op
+        self.inputs = _Tensors(op.inputs, fetch)
+        self.outputs = _Tensors(op.outputs, fetch)
+
+    def __getattr__(self, name):
+        return getattr(self._op, name)
+
+
+def _sum(grads: list):
+    if not grads:
+        return None
+    if len(grads) == 1:
+        return grads[0]
+    dense = [tf.convert_to_tensor(g) for g in grads]
+    return tf.math.add_n(dense)
+
+
+def replay_gradients(
+    ops: Sequence[tf.Operation],
+    sources: Sequence[tf.Tensor],
+    outputs: Sequence[tf.Tensor],
+    upstream: Sequence[tf.Tensor | None],
+    fetch: Callable[[tf.Tensor], tf.Tensor],
+    variable_reads: Sequence[Sequence[tf.Tensor]] = (),
+) -> tuple[list, list]:
+    """Builds the backward of recorded ops with TensorFlow's gradient functions.
+
+    Args:
+        ops: The recorded ops (from :func:`plan_replay`), in creation order.
+        sources: Tensors to return gradients for (the block's inputs).
+        outputs: The block's outputs.
+        upstream: Gradient of the loss for each output (None: no gradient).
+        fetch: Maps a forward tensor to the tensor the backward should use.
+        variable_reads: Per variable, the ``ReadVariableOp`` outputs of it.
+
+    Returns:
+        ``(source_grads, variable_grads)``, None where there is no gradient.
+    """
+    grads: dict = {}
+    for t, g in zip(outputs, upstream, strict=True):
+        if g is not None:
+            grads.setdefault(t.ref(), []).append(g)
+    for op in reversed(list(ops)):
+        collected = [grads.get(t.ref()) for t in op.outputs]
+        if not any(collected):
+            continue
+        fn = _gradient_fn(op)
+        if fn is None:
+            continue
+        view = _ReplayOp(op, fetch)
+        out_grads = []
+        for i, (t, gs) in enumerate(zip(op.outputs, collected, strict=True)):
+            if gs:
+                out_grads.append(_sum(gs))
+            elif t.dtype.is_floating or t.dtype.is_complex:
+                out_grads.append(tf.zeros_like(view.outputs[i]))
+            else:
+                out_grads.append(None)
+        with tf.name_scope(op.name.rsplit("/", 1)[-1] + "_grad"):
+            in_grads = fn(view, *out_grads)
+        if not isinstance(in_grads, (list, tuple)):
+            in_grads = [in_grads]
+        for t, g in zip(op.inputs, in_grads, strict=False):
+            if g is not None and (t.dtype.is_floating or t.dtype.is_complex):
+                grads.setdefault(t.ref(), []).append(g)
+    source_grads = [_sum(grads.get(t.ref(), [])) for t in sources]
+    variable_grads = [
+        _sum([g for r in reads for g in grads.get(r.ref(), [])]) for reads in variable_reads
+    ]
+    return source_grads, variable_grads

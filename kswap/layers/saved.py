@@ -1,0 +1,121 @@
+"""Which tensors an op's gradient reads, so forward knows what to offload.
+
+A gradient function reads some of its op's inputs and outputs as values
+(``MatMul`` reads both inputs, ``Relu`` its output, ``BiasAdd`` nothing). Only
+those need a host copy; the rest are needed at most for their static shape.
+An op type missing from :data:`GRADIENT_READS` is assumed to read everything,
+which is always correct and only costs transfers.
+
+This table decides memory, never correctness: the backward asks for every
+tensor it reads through :func:`kswap.layers.replay.replay_gradients`, and a
+tensor that has no host copy is then used from the device (and reported).
+
+Example:
+    >>> from kswap.layers.saved import reads
+    >>> reads("MatMul", 2, 1), reads("Relu", 1, 1), reads("Unknown", 1, 1)
+    (((0, 1), ()), ((), (0,)), ((0,), (0,)))
+"""
+
+from __future__ import annotations
+
+__all__ = ["GRADIENT_READS", "reads", "register_gradient_reads"]
+
+_NONE: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+_IN0 = ((0,), ())
+_IN01 = ((0, 1), ())
+_OUT0 = ((), (0,))
+
+#: op type -> (input indices, output indices) its gradient function reads.
+GRADIENT_READS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    # linear algebra and convolutions: both operands
+    "MatMul": _IN01,
+    "BatchMatMul": _IN01,
+    "BatchMatMulV2": _IN01,
+    "BatchMatMulV3": _IN01,
+    "Einsum": ((0, 1), ()),
+    "Conv2D": _IN01,
+    "Conv3D": _IN01,
+    "DepthwiseConv2dNative": _IN01,
+    "Conv2DBackpropInput": ((1, 2), ()),
+    "Conv3DBackpropInputV2": ((1, 2), ()),
+    # shape-only gradients
+    "BiasAdd": _NONE,
+    "BiasAddV1": _NONE,
+    "Add": _NONE,
+    "AddV2": _NONE,
+    "Sub": _NONE,
+    "AddN": _NONE,
+    "Neg": _NONE,
+    "Identity": _NONE,
+    "IdentityN": _NONE,
+    "Reshape": _NONE,
+    "Squeeze": _NONE,
+    "ExpandDims": _NONE,
+    "Transpose": ((1,), ()),
+    "Cast": _NONE,
+    "Pad": ((1,), ()),
+    "PadV2": ((1,), ()),
+    "MirrorPad": ((1,), ()),
+    "Tile": ((1,), ()),
+    "BroadcastTo": ((1,), ()),
+    "ConcatV2": ((-1,), ()),
+    "Slice": ((1, 2), ()),
+    "StridedSlice": ((1, 2, 3), ()),
+    "Sum": ((1,), ()),
+    "Mean": ((1,), ()),
+    "Shape": _NONE,
+    "StopGradient": _NONE,
+    "PreventGradient": _NONE,
+    # activations that read their output
+    "Relu": _OUT0,
+    "Relu6": ((0,), ()),
+    "Elu": _OUT0,
+    "Selu": _OUT0,
+    "Sigmoid": _OUT0,
+    "Tanh": _OUT0,
+    "Softmax": _OUT0,
+    "LogSoftmax": _OUT0,
+    "Exp": _OUT0,
+    "Sqrt": _OUT0,
+    "Rsqrt": _OUT0,
+    "Reciprocal": _OUT0,
+    # activations and elementwise ops that read their input(s)
+    "LeakyRelu": _IN0,
+    "Softplus": _IN0,
+    "Softsign": _IN0,
+    "Square": _IN0,
+    "Log": _IN0,
+    "Erf": _IN0,
+    "Abs": _IN0,
+    "Mul": _IN01,
+    "RealDiv": _IN01,
+    "DivNoNan": _IN01,
+    "Maximum": _IN01,
+    "Minimum": _IN01,
+    "SquaredDifference": _IN01,
+    "Pow": ((0, 1), (0,)),
+    "SelectV2": ((0,), ()),
+    # pooling
+    "MaxPool": ((0,), (0,)),
+    "MaxPoolV2": ((0, 1, 2), (0,)),
+    "MaxPool3D": ((0,), (0,)),
+    "AvgPool": _NONE,
+    "AvgPool3D": _NONE,
+    "Max": ((0, 1), (0,)),
+    "Min": ((0, 1), (0,)),
+}
+
+
+def reads(op_type: str, num_inputs: int, num_outputs: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Input and output indices an op type's gradient reads (all if unknown)."""
+    entry = GRADIENT_READS.get(op_type)
+    if entry is None:
+        return tuple(range(num_inputs)), tuple(range(num_outputs))
+    ins = tuple(sorted({i % num_inputs for i in entry[0]})) if num_inputs else ()
+    outs = tuple(i for i in entry[1] if i < num_outputs)
+    return ins, outs
+
+
+def register_gradient_reads(op_type: str, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> None:
+    """Declares which inputs/outputs the gradient of a custom op type reads."""
+    GRADIENT_READS[op_type] = (tuple(inputs), tuple(outputs))

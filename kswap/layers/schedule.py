@@ -1,0 +1,104 @@
+"""Per-graph bookkeeping of offloaded blocks: host copies, swap-ins and gates.
+
+Every offloaded block traced into one graph (one replica of one training
+function) registers here in forward order. The state makes three promises:
+
+- **once per tensor:** a tensor several blocks need (a residual branch, a
+  concatenation input, a layer's output that the next layer also reads) gets
+  one host copy and, in backward, one device copy shared by all of them;
+- **scheduled swap-in:** block ``i``'s swap-ins wait (control dependency) for
+  the upstream gradient of block ``i + prefetch``, so they start when that
+  block's backward starts and overlap its compute, instead of all at the start
+  of backward as TensorFlow's executor would run them;
+- **accounting:** tensors the backward had to read from the device (no host
+  copy) are recorded, so tests and users can see what stayed.
+
+Example:
+    >>> from kswap.layers.schedule import graph_state
+    >>> import tensorflow as tf
+    >>> @tf.function
+    ... def f(x):
+    ...     state = graph_state()
+    ...     return state.register_block(), state.register_block()
+    >>> [int(i) for i in f(tf.constant(1.0))]
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import tensorflow as tf
+
+from kswap import transfer
+
+__all__ = ["GraphState", "graph_state", "canonical"]
+
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+_PASS_THROUGH = frozenset({"Identity", "IdentityN"})
+
+
+def canonical(t: tf.Tensor) -> tf.Tensor:
+    """Sees through Identity ops, which share their input's buffer."""
+    while t.op.type in _PASS_THROUGH:
+        index = t.value_index if t.op.type == "IdentityN" else 0
+        t = t.op.inputs[index]
+    return t
+
+
+class GraphState:
+    """Offloading state of one graph and thread (one replica's trace)."""
+
+    def __init__(self):
+        self.blocks = 0
+        self.host: dict = {}  # canonical ref -> host copy
+        self.device_of: dict = {}  # canonical ref -> device string of the original
+        self.restored: dict = {}  # canonical ref -> device copy made in backward
+        self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
+        self.kept_on_device: list[tuple[str, str]] = []  # (block, tensor) read from device
+
+    def register_block(self) -> int:
+        index = self.blocks
+        self.blocks += 1
+        return index
+
+    def offload(self, t: tf.Tensor) -> None:
+        """Gives ``t`` a host copy unless it has one already."""
+        c = canonical(t)
+        if c.ref() not in self.host:
+            self.host[c.ref()] = transfer.to_host(c)
+            self.device_of[c.ref()] = c.device
+
+    def has_host_copy(self, t: tf.Tensor) -> bool:
+        return canonical(t).ref() in self.host
+
+    def arrive(self, index: int, upstream: list) -> None:
+        """Records block ``index``'s upstream gradient (its backward has begun)."""
+        present = [g for g in upstream if g is not None]
+        if present:
+            self.arrivals.setdefault(index, present[0])
+
+    def gate(self, index: int, prefetch: int) -> tf.Tensor | None:
+        """What block ``index``'s swap-ins wait for."""
+        ahead = self.arrivals.get(index + prefetch)
+        return ahead if ahead is not None else self.arrivals.get(index)
+
+    def swap_in(self, t: tf.Tensor, gate: tf.Tensor | None) -> tf.Tensor:
+        """The device copy of an offloaded tensor, made once, after ``gate``."""
+        c = canonical(t)
+        key = c.ref()
+        if key not in self.restored:
+            deps = [gate] if gate is not None else []
+            with tf.control_dependencies(deps):
+                self.restored[key] = transfer.to_device(self.host[key], self.device_of[key] or None)
+        return self.restored[key]
+
+
+def graph_state() -> GraphState:
+    """The state of the graph being built, for the calling thread."""
+    graph = tf.compat.v1.get_default_graph()
+    with _LOCK:
+        per_thread = _STATES.setdefault(graph, {})
+        return per_thread.setdefault(threading.get_ident(), GraphState())

@@ -1,0 +1,172 @@
+"""``kswap.OffloadingModel`` and ``kswap.strip``: offloading on and off in one line.
+
+``OffloadingModel(model)`` returns a model with the same layers and the same
+weight objects, in which the selected layers are wrapped in
+:class:`kswap.layers.Offload`. It is compiled like the original (same
+optimizer object, so optimizer state carries over) when the original was
+compiled. ``strip`` is its inverse.
+
+Example:
+    >>> import keras, kswap
+    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, name="d")])
+    >>> offloaded = kswap.OffloadingModel(model)
+    >>> type(offloaded.get_layer("d")).__name__
+    'Offload'
+    >>> plain = kswap.strip(offloaded)
+    >>> plain.get_layer("d") is model.get_layer("d")
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import keras
+
+from kswap.layers.offload import Offload, check_prefetch
+
+__all__ = ["OffloadingModel", "strip", "POLICIES", "CONV_LAYERS"]
+
+#: Named policies.
+POLICIES = ("all", "conv", "auto")
+
+#: Layer classes the ``"conv"`` policy offloads (vDNN_conv: convolution inputs).
+CONV_LAYERS = (
+    keras.layers.Conv1D,
+    keras.layers.Conv2D,
+    keras.layers.Conv3D,
+    keras.layers.DepthwiseConv2D,
+    keras.layers.SeparableConv1D,
+    keras.layers.SeparableConv2D,
+    keras.layers.Conv1DTranspose,
+    keras.layers.Conv2DTranspose,
+    keras.layers.Conv3DTranspose,
+)
+
+
+def _is_graph_model(model) -> bool:
+    from keras.src.models.functional import Functional
+
+    return isinstance(model, (keras.Sequential, Functional))
+
+
+def _layer_names(model) -> set[str]:
+    names = set()
+    for layer in model.layers:
+        names.add(layer.name)
+        if _is_graph_model(layer):
+            names |= _layer_names(layer)
+    return names
+
+
+def _selector(policy, model) -> Callable[[keras.layers.Layer], bool]:
+    if isinstance(policy, str):
+        if policy == "all":
+            return lambda layer: True
+        if policy == "conv":
+            return lambda layer: isinstance(layer, CONV_LAYERS)
+        if policy == "auto":
+            raise ValueError(
+                "`policy='auto'` chooses what to offload from profiler traces under a "
+                "memory budget; that planner (kswap.AutoTune) is not available in this "
+                "version. Use policy='all', 'conv', a list of layer names or a callable."
+            )
+        raise ValueError(
+            f"`policy` must be one of {POLICIES}, a list of layer names or a callable "
+            f"layer -> bool. Received: policy={policy!r}"
+        )
+    if callable(policy):
+        return lambda layer: bool(policy(layer))
+    if isinstance(policy, Sequence) and all(isinstance(n, str) for n in policy):
+        wanted = set(policy)
+        unknown = sorted(wanted - _layer_names(model))
+        if unknown:
+            raise ValueError(
+                f"`policy` names layers the model does not have: {unknown}. "
+                f"Layers: {sorted(_layer_names(model))}"
+            )
+        return lambda layer: layer.name in wanted
+    raise ValueError(
+        "`policy` must be 'all', 'conv', 'auto', a list of layer names or a callable "
+        f"layer -> bool. Received: policy={policy!r} of type {type(policy).__name__}"
+    )
+
+
+def _check_model(model, fn: str) -> None:
+    if not isinstance(model, keras.Model):
+        raise ValueError(
+            f"`model` must be a keras.Model. Received: model={model!r} of type "
+            f"{type(model).__name__}"
+        )
+    if not _is_graph_model(model):
+        raise ValueError(
+            f"kswap.{fn} supports Sequential and functional models (and models nested "
+            "in them), whose layer graph it can rebuild. Received: a subclassed model "
+            f"{model.name!r} of type {type(model).__name__}. Build it functionally, or "
+            "wrap its layers yourself with kswap.layers.Offload."
+        )
+
+
+def _transform(model, fn: Callable) -> keras.Model:
+    def clone(layer):
+        if _is_graph_model(layer):
+            return _transform(layer, fn)
+        return fn(layer)
+
+    return keras.models.clone_model(model, clone_function=clone)
+
+
+def _compile_like(new: keras.Model, model: keras.Model) -> None:
+    if not getattr(model, "compiled", False):
+        return
+    config = dict(model._compile_config.config)
+    config["optimizer"] = model.optimizer  # same object: its state carries over
+    if config.get("jit_compile") is True:
+        raise ValueError(
+            "Offloaded layers cannot run under XLA (XLA ignores device placement). "
+            "Received: a model compiled with jit_compile=True. Compile it with "
+            "jit_compile=False or 'auto'."
+        )
+    config["jit_compile"] = False
+    new.compile(**config)
+
+
+def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  # noqa: N802
+    """A model that keeps the activations its backward needs in host memory.
+
+    Args:
+        model: A Sequential or functional ``keras.Model`` (models nested in it
+            are handled too). Its weights are shared, not copied.
+        policy: Which layers to offload: ``"all"`` (every layer: vDNN_all),
+            ``"conv"`` (convolutions: vDNN_conv), a list of layer names, or a
+            callable ``layer -> bool``. ``"auto"`` is reserved for the
+            budget planner.
+        prefetch: How many blocks ahead the backward brings tensors back
+            (default 1; 0 brings a block's tensors when its own backward starts).
+
+    Returns:
+        A new ``keras.Model`` with the same weight objects, compiled with the
+        original's optimizer object, loss and metrics if the original was
+        compiled. Calling it on a model that is already offloaded wraps only
+        layers that are not wrapped yet.
+    """
+    _check_model(model, "OffloadingModel")
+    prefetch = check_prefetch(prefetch)
+    select = _selector(policy, model)
+
+    def wrap(layer):
+        if isinstance(layer, (Offload, keras.layers.InputLayer)) or not select(layer):
+            return layer
+        return Offload(layer, prefetch=prefetch)
+
+    new = _transform(model, wrap)
+    _compile_like(new, model)
+    return new
+
+
+def strip(model) -> keras.Model:
+    """The model without kswap's wrappers, with the same weight objects."""
+    _check_model(model, "strip")
+    new = _transform(model, lambda layer: layer.layer if isinstance(layer, Offload) else layer)
+    _compile_like(new, model)
+    return new
