@@ -140,6 +140,7 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
 
     @tf.custom_gradient
     def block(*xs):
+        structure["scope"] = tf.compat.v1.get_default_graph().get_name_scope() if graph else ""
         seeds_before = lstate.seed_values()
         if graph:
             outputs, ops = replay.record_ops(lambda: wrapper.layer(rebuild(xs), *args, **kwargs))
@@ -150,7 +151,7 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
         plan = replay.plan_replay(ops, xs, flat_out) if graph else None
         if plan is not None and plan.replayable:
             _offload_reads(state, plan)
-            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out)
+            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, structure["scope"])
         else:
             if plan is not None:
                 wrapper.fallbacks.append(plan.reason)
@@ -177,11 +178,15 @@ def _unique(xs) -> list[bool]:
     return first
 
 
-def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out):
+def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scope: str):
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
-        upstream = list(upstream)
+        # named like TensorFlow's own backward ops, so profiles attribute them
+        with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
+            return _grad(list(upstream), variables)
+
+    def _grad(upstream, variables):
         state.arrive(index, upstream)
         gate = state.gate(index, wrapper.prefetch)
 
@@ -196,7 +201,9 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out):
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, upstream, fetch, reads
         )
-        source_grads = [g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)]
+        source_grads = [
+            g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)
+        ]
         if variables:
             return source_grads, var_grads
         return source_grads
@@ -236,7 +243,9 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
         source_grads, var_grads = recompute.rerun_gradients(
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )
-        source_grads = [g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)]
+        source_grads = [
+            g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)
+        ]
         if variables:
             return source_grads, var_grads
         return source_grads

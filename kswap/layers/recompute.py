@@ -16,8 +16,9 @@ Example:
     >>> x = tf.ones((1, 3))
     >>> _ = layer(x)
     >>> seeds = layer_state(layer).seed_values()
-    >>> grads, var_grads = rerun_gradients(layer, [x], lambda xs: layer(xs[0]),
-    ...                                    [tf.ones((1, 2))], [v.value for v in layer.trainable_weights], seeds)
+    >>> variables = [v.value for v in layer.trainable_weights]
+    >>> grads, var_grads = rerun_gradients(
+    ...     layer, [x], lambda xs: layer(xs[0]), [tf.ones((1, 2))], variables, seeds)
     >>> grads[0].shape
     TensorShape([1, 3])
 """

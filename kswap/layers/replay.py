@@ -151,13 +151,19 @@ class _ReplayOp:
         return getattr(self._op, name)
 
 
-def _sum(grads: list):
+def _aggregate(grads: list):
+    """Sums gradients as TensorFlow's tape does (``AddN`` in arrival order)."""
     if not grads:
         return None
     if len(grads) == 1:
         return grads[0]
-    dense = [tf.convert_to_tensor(g) for g in grads]
-    return tf.math.add_n(dense)
+    return tf.raw_ops.AddN(inputs=[tf.convert_to_tensor(g) for g in grads])
+
+
+# TensorFlow's tape sums a tensor's gradients early once more than this many
+# have arrived and they hold over _EARLY_BYTES; doing the same keeps sums equal.
+_EARLY_COUNT = 4
+_EARLY_BYTES = 128 * 1024 * 1024
 
 
 def replay_gradients(
@@ -170,6 +176,10 @@ def replay_gradients(
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
+    The ops are visited, and each tensor's gradients summed, in the order
+    TensorFlow's gradient tape uses (a stack of ops whose outputs' gradients
+    are complete), so the result equals the tape's bit for bit.
+
     Args:
         ops: The recorded ops (from :func:`plan_replay`), in creation order.
         sources: Tensors to return gradients for (the block's inputs).
@@ -181,35 +191,77 @@ def replay_gradients(
     Returns:
         ``(source_grads, variable_grads)``, None where there is no gradient.
     """
+    # the tape records no op without a gradient function (StopGradient...)
+    ops = [op for op in ops if _gradient_fn(op) is not None]
+    producer = {t.ref(): op for op in ops for t in op.outputs}
+    keep = {t.ref() for t in sources}
+    keep.update(r.ref() for reads in variable_reads for r in reads)
+    usage: dict = {}
+    for op in ops:
+        for t in op.inputs:
+            usage[t.ref()] = usage.get(t.ref(), 0) + 1
+    missing: dict = {}
+    for ref in usage:
+        if ref in producer:
+            missing[producer[ref]] = missing.get(producer[ref], 0) + 1
     grads: dict = {}
     for t, g in zip(outputs, upstream, strict=True):
         if g is not None:
             grads.setdefault(t.ref(), []).append(g)
-    for op in reversed(list(ops)):
-        collected = [grads.get(t.ref()) for t in op.outputs]
-        if not any(collected):
+    stack = [op for op in ops if op not in missing]
+    done: set = set()
+    reached = {t.ref() for t in sources} | keep
+    while stack:
+        op = stack.pop()
+        if op in done:
             continue
-        fn = _gradient_fn(op)
-        if fn is None:
-            continue
-        view = _ReplayOp(op, fetch)
-        out_grads = []
-        for i, (t, gs) in enumerate(zip(op.outputs, collected, strict=True)):
+        done.add(op)
+        out_grads, any_grad = [], False
+        for t in op.outputs:
+            gs = grads.get(t.ref())
             if gs:
-                out_grads.append(_sum(gs))
-            elif t.dtype.is_floating or t.dtype.is_complex:
-                out_grads.append(tf.zeros_like(view.outputs[i]))
+                any_grad = True
+                out_grads.append(_aggregate(gs))
+                if t.ref() not in keep:
+                    del grads[t.ref()]
             else:
                 out_grads.append(None)
-        with tf.name_scope(op.name.rsplit("/", 1)[-1] + "_grad"):
-            in_grads = fn(view, *out_grads)
-        if not isinstance(in_grads, (list, tuple)):
-            in_grads = [in_grads]
-        for t, g in zip(op.inputs, in_grads, strict=False):
-            if g is not None and (t.dtype.is_floating or t.dtype.is_complex):
-                grads.setdefault(t.ref(), []).append(g)
-    source_grads = [_sum(grads.get(t.ref(), [])) for t in sources]
+        in_grads = [None] * len(op.inputs)
+        fn = _gradient_fn(op) if any_grad else None
+        if fn is not None:
+            view = _ReplayOp(op, fetch)
+            view.skip_input_indices = (
+                tuple(
+                    i
+                    for i, t in enumerate(op.inputs)
+                    if t.ref() not in reached and t.ref() not in producer
+                )
+                or None
+            )
+            out_grads = [
+                g if g is not None else tf.zeros(t.shape, t.dtype) if _differentiable(t) else None
+                for g, t in zip(out_grads, op.outputs, strict=True)
+            ]
+            with tf.name_scope(op.name.rsplit("/", 1)[-1] + "_grad"):
+                result = fn(view, *out_grads)
+            result = list(result) if isinstance(result, (list, tuple)) else [result]
+            in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]
+        for t, g in zip(op.inputs, in_grads, strict=True):
+            ref = t.ref()
+            if g is not None and _differentiable(t):
+                pending = grads.setdefault(ref, [])
+                pending.append(g)
+                size = t.shape.num_elements() or 0
+                if len(pending) > _EARLY_COUNT and len(pending) * size * 4 > _EARLY_BYTES:
+                    grads[ref] = [_aggregate(pending)]
+            usage[ref] -= 1
+            if usage[ref] == 0 and ref in producer:
+                src = producer[ref]
+                missing[src] -= 1
+                if missing[src] == 0:
+                    stack.append(src)
+    source_grads = [_aggregate(grads.get(t.ref(), [])) for t in sources]
     variable_grads = [
-        _sum([g for r in reads for g in grads.get(r.ref(), [])]) for reads in variable_reads
+        _aggregate([g for r in reads for g in grads.get(r.ref(), [])]) for reads in variable_reads
     ]
     return source_grads, variable_grads

@@ -106,7 +106,9 @@ GRADIENT_READS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
 }
 
 
-def reads(op_type: str, num_inputs: int, num_outputs: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def reads(
+    op_type: str, num_inputs: int, num_outputs: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Input and output indices an op type's gradient reads (all if unknown)."""
     entry = GRADIENT_READS.get(op_type)
     if entry is None:
@@ -116,6 +118,8 @@ def reads(op_type: str, num_inputs: int, num_outputs: int) -> tuple[tuple[int, .
     return ins, outs
 
 
-def register_gradient_reads(op_type: str, inputs: tuple[int, ...], outputs: tuple[int, ...]) -> None:
+def register_gradient_reads(
+    op_type: str, inputs: tuple[int, ...], outputs: tuple[int, ...]
+) -> None:
     """Declares which inputs/outputs the gradient of a custom op type reads."""
     GRADIENT_READS[op_type] = (tuple(inputs), tuple(outputs))

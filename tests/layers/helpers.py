@@ -1,0 +1,35 @@
+"""Side-by-side training of a model and its offloaded twin."""
+
+import keras
+import numpy as np
+
+from tests.layers.models import BUILDERS, SEED
+
+
+def build(kind):
+    keras.utils.set_random_seed(SEED)
+    return BUILDERS[kind]()
+
+
+def data(model, n=32, seed=0):
+    rng = np.random.default_rng(seed)
+    xs = [rng.random((n, *t.shape[1:]), dtype=np.float32) for t in model.inputs]
+    ys = [rng.random((n, *t.shape[1:]), dtype=np.float32) for t in model.outputs]
+    x = xs[0] if len(xs) == 1 else xs
+    y = ys[0] if len(ys) == 1 else ys
+    return x, y
+
+
+def compile_(model, optimizer="adam"):
+    losses = ["mse"] * len(model.outputs)
+    model.compile(optimizer=optimizer, loss=losses if len(losses) > 1 else losses[0])
+    return model
+
+
+def assert_same_state(a, b, rtol=0.0):
+    """Weights and non-trainable state (BN moving statistics) agree."""
+    for wa, wb in zip(a.weights, b.weights, strict=True):
+        va, vb = np.asarray(wa.numpy()), np.asarray(wb.numpy())
+        np.testing.assert_allclose(
+            vb, va, rtol=rtol, atol=rtol * float(np.max(np.abs(va)) + 1e-30), err_msg=wa.path
+        )

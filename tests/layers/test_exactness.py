@@ -1,0 +1,69 @@
+"""Offloaded training gives the unwrapped model's numbers (same seed)."""
+
+import keras
+import numpy as np
+import pytest
+
+import kswap
+from kswap.layers import Offload
+from tests.layers.helpers import assert_same_state, build, compile_, data
+from tests.layers.models import BUILDERS
+
+POLICIES = {
+    "all": "all",
+    "conv": "conv",
+    "names": None,  # filled per model: every other layer
+    "callable": lambda layer: isinstance(
+        layer, (keras.layers.Dense, keras.layers.BatchNormalization)
+    ),
+}
+
+
+def _policy(name, model):
+    if name == "names":
+        return [
+            layer.name
+            for layer in model.layers[1::2]
+            if not isinstance(layer, keras.layers.InputLayer)
+        ]
+    return POLICIES[name]
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_five_fit_steps_match(kind, policy, no_reassociation):
+    ref = compile_(build(kind))
+    twin = build(kind)
+    off = kswap.OffloadingModel(compile_(twin), policy=_policy(policy, twin))
+    x, y = data(ref)
+    keras.utils.set_random_seed(5)
+    h_ref = ref.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0).history["loss"]
+    keras.utils.set_random_seed(5)
+    h_off = off.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0).history["loss"]
+    assert ref.optimizer.iterations.numpy() == off.optimizer.iterations.numpy() == 4
+    np.testing.assert_array_equal(h_off, h_ref)
+    assert_same_state(ref, off)
+    wrapped = [layer for layer in off._flatten_layers() if isinstance(layer, Offload)]
+    if policy != "conv" or kind in ("sequential", "residual", "shared_multi_io"):
+        assert wrapped, "the policy wrapped nothing"
+    assert all(not layer.fallbacks for layer in wrapped), [layer.fallbacks for layer in wrapped]
+
+
+@pytest.mark.parametrize("kind", ["sequential", "residual"])
+def test_train_on_batch_evaluate_predict(kind, no_reassociation):
+    ref = compile_(build(kind))
+    off = kswap.OffloadingModel(compile_(build(kind)))
+    x, y = data(ref, 16)
+    for _ in range(5):
+        keras.utils.set_random_seed(9)
+        l_ref = ref.train_on_batch(x, y)
+        keras.utils.set_random_seed(9)
+        l_off = off.train_on_batch(x, y)
+        np.testing.assert_allclose(l_off, l_ref, rtol=1e-6)
+    assert_same_state(ref, off)
+    np.testing.assert_allclose(
+        off.evaluate(x, y, verbose=0), ref.evaluate(x, y, verbose=0), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        off.predict(x, verbose=0), ref.predict(x, verbose=0), rtol=1e-6, atol=1e-7
+    )
