@@ -50,7 +50,7 @@ def _bytes(t: tf.Tensor) -> int | None:
 
 
 def _worth_offloading(t: tf.Tensor) -> bool:
-    if t.op.type in ("ReadVariableOp", "Const", "VarHandleOp", "Shape"):
+    if not tf.executing_eagerly() and t.op.type in ("ReadVariableOp", "Const", "VarHandleOp", "Shape"):
         return False
     size = _bytes(t)
     return size is None or size >= MIN_OFFLOAD_BYTES
@@ -95,7 +95,11 @@ class Offload(keras.layers.Wrapper):
     def compute_output_spec(self, *args, **kwargs):
         return self.layer.compute_output_spec(*args, **kwargs)
 
-    def call(self, inputs, *args, **kwargs):
+    def call(self, inputs, *args, training=None, **kwargs):
+        # Keras resolves `training` from the call context; pass it on explicitly,
+        # so a recomputation in backward (outside that context) sees it too.
+        if getattr(self.layer, "_call_has_training_arg", False):
+            kwargs["training"] = training
         if not record.could_possibly_record():  # no backward will run
             return self.layer(inputs, *args, **kwargs)
         if tf.executing_eagerly():
