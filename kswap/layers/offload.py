@@ -50,7 +50,12 @@ def _bytes(t: tf.Tensor) -> int | None:
 
 
 def _worth_offloading(t: tf.Tensor) -> bool:
-    if not tf.executing_eagerly() and t.op.type in ("ReadVariableOp", "Const", "VarHandleOp", "Shape"):
+    if not tf.executing_eagerly() and t.op.type in (
+        "ReadVariableOp",
+        "Const",
+        "VarHandleOp",
+        "Shape",
+    ):
         return False
     size = _bytes(t)
     return size is None or size >= MIN_OFFLOAD_BYTES

@@ -28,9 +28,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kswap.trace.model import RESIDENT, Allocation, Trace
 from kswap.trace.xspace import MemoryEvent, StepMarker
 
-__all__ = ["build_trace", "tier_of"]
+__all__ = ["build_trace", "in_scope", "tier_of"]
 
 _GPU_ALLOCATOR = re.compile(r"^GPU_\d+_bfc$")
+
+
+def in_scope(op: str, scope: str) -> bool:
+    """Whether op name ``op`` lies inside name scope ``scope`` (or ``scope_N``)."""
+    return re.search(rf"(^|/){re.escape(scope)}(_\d+)?/", op) is not None
 
 
 def tier_of(event: MemoryEvent, *, emulated: bool, host_scope: str) -> str:
@@ -42,8 +47,7 @@ def tier_of(event: MemoryEvent, *, emulated: bool, host_scope: str) -> str:
     ``host_scope``) are host, all others device.
     """
     if emulated:
-        op = event.tf_op or ""
-        return "host" if f"{host_scope}/" in op or op.startswith(host_scope) else "device"
+        return "host" if in_scope(event.tf_op or "", host_scope) else "device"
     return "device" if _GPU_ALLOCATOR.match(event.allocator) else "host"
 
 

@@ -34,7 +34,9 @@ def test_idempotent_and_strip_inverts():
     model = compile_(build("sequential"))
     once = kswap.OffloadingModel(model)
     twice = kswap.OffloadingModel(once)
-    assert [type(layer).__name__ for layer in twice.layers] == [type(layer).__name__ for layer in once.layers]
+    assert [type(layer).__name__ for layer in twice.layers] == [
+        type(layer).__name__ for layer in once.layers
+    ]
     assert all(not isinstance(o.layer, Offload) for o in _offloaded(twice))
     plain = kswap.strip(twice)
     assert not _offloaded(plain)
@@ -208,8 +210,12 @@ class GatedNoise(keras.layers.Layer):
 
 def _gated():
     return keras.Sequential(
-        [keras.Input((6,)), keras.layers.Dense(8, name="d"), GatedNoise(name="gate"),
-         keras.layers.Dense(2, name="out")],
+        [
+            keras.Input((6,)),
+            keras.layers.Dense(8, name="d"),
+            GatedNoise(name="gate"),
+            keras.layers.Dense(2, name="out"),
+        ],
         name="gated",
     )
 

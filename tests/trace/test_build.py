@@ -81,6 +81,11 @@ def test_emulated_host_tier_by_scope_and_gpu_tier_by_allocator():
     dev = MemoryEvent(0, True, "cpu", 2, 256, 256, 256, "m/l/Relu")
     assert tier_of(host, emulated=True, host_scope="kswap_host_tier") == "host"
     assert tier_of(dev, emulated=True, host_scope="kswap_host_tier") == "device"
+    # TensorFlow makes a scope used twice unique: kswap_host_tier_1
+    again = MemoryEvent(0, True, "cpu", 3, 256, 256, 256, "m/l/kswap_host_tier_1/DeepCopy")
+    assert tier_of(again, emulated=True, host_scope="kswap_host_tier") == "host"
+    other = MemoryEvent(0, True, "cpu", 4, 256, 256, 256, "m/kswap_host_tier_x/DeepCopy")
+    assert tier_of(other, emulated=True, host_scope="kswap_host_tier") == "device"
     for name, tier in [
         ("GPU_0_bfc", "device"),
         ("GPU_1_bfc", "device"),

@@ -1,0 +1,92 @@
+"""Trains a model with and without kswap under a tf.distribute strategy.
+
+Run as a script (each strategy needs TensorFlow configured from the start):
+    python -m tests.layers.distributed_main mirrored
+    python -m tests.layers.distributed_main multiworker WORKER_INDEX PORT0 PORT1
+Prints one JSON line: the losses and a weight checksum of both runs.
+
+``mirrored`` trains with ``model.fit``. ``multiworker`` uses a custom loop
+(``strategy.run``): Keras 3's ``fit`` does not run under
+MultiWorkerMirroredStrategy (keras-team/keras#20585), custom loops do.
+"""
+
+import json
+import os
+import sys
+
+GLOBAL_BATCH = 8
+
+
+def main(argv):
+    mode = argv[0]
+    if mode == "multiworker":
+        index, ports = int(argv[1]), argv[2:4]
+        os.environ["TF_CONFIG"] = json.dumps(
+            {
+                "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                "task": {"type": "worker", "index": index},
+            }
+        )
+    import kswap
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options(
+        {"arithmetic_optimization": False, "constant_folding": False}
+    )
+    if mode == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    else:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+    from tests.layers.helpers import build, compile_, data
+
+    results = {}
+    for name in ("plain", "kswap"):
+        with strategy.scope():
+            model = compile_(build("residual"), optimizer="sgd")
+            if name == "kswap":
+                model = kswap.OffloadingModel(model)
+        x, y = data(model, 32)
+        keras.utils.set_random_seed(3)
+        if mode == "mirrored":
+            losses = model.fit(x, y, batch_size=GLOBAL_BATCH, shuffle=False, verbose=0)
+            losses = losses.history["loss"]
+        else:
+            losses = _custom_loop(strategy, model, x, y, tf)
+        results[name] = {
+            "loss": losses,
+            "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
+        }
+    print(json.dumps({"replicas": strategy.num_replicas_in_sync, **results}))
+
+
+def _custom_loop(strategy, model, x, y, tf):
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH).with_options(options)
+    dist = strategy.experimental_distribute_dataset(ds)
+
+    def replica_step(xb, yb):
+        with tf.GradientTape() as tape:
+            err = tf.square(model(xb, training=True) - yb)
+            loss = tf.reduce_sum(tf.reduce_mean(err, axis=-1)) / GLOBAL_BATCH
+        grads = tape.gradient(loss, model.trainable_weights)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        return loss
+
+    @tf.function
+    def step(batch):
+        per_replica = strategy.run(replica_step, args=batch)
+        return strategy.reduce("SUM", per_replica, axis=None)
+
+    return [float(step(batch)) for batch in dist]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

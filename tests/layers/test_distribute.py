@@ -1,0 +1,66 @@
+"""kswap under tf.distribute: the same losses as without it."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(args, **kw):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.layers.distributed_main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        **kw,
+    )
+
+
+def _result(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _check(result, replicas):
+    assert result["replicas"] == replicas
+    assert result["kswap"]["loss"] == result["plain"]["loss"]
+    assert result["kswap"]["weights"] == result["plain"]["weights"]
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_two_logical_cpus():
+    _check(_result(_run(["mirrored"])), 2)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_strategy_two_processes():
+    ports = [str(p) for p in _free_ports(2)]
+    procs = [_run(["multiworker", str(i), *ports]) for i in range(2)]
+    try:
+        results = [_result(p) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for r in results:
+        _check(r, 2)
+    assert results[0]["kswap"]["loss"] == results[1]["kswap"]["loss"]

@@ -1,0 +1,48 @@
+"""Swap-ins arrive one block ahead, not all at the start of backward."""
+
+import keras
+import numpy as np
+
+import kswap
+from kswap import transfer
+from kswap.trace.build import in_scope
+
+
+def _chain(n=6):
+    layers = [keras.Input((32, 32, 8))]
+    layers += [
+        keras.layers.Conv2D(8, 3, padding="same", activation="relu", name=f"c{i}") for i in range(n)
+    ]
+    layers += [keras.layers.GlobalAveragePooling2D(name="gap"), keras.layers.Dense(2, name="out")]
+    model = keras.Sequential(layers, name="chain")
+    model.compile("sgd", "mse")
+    return model
+
+
+def test_swap_ins_are_staggered_one_block_ahead():
+    n = 6
+    model = kswap.OffloadingModel(_chain(n), prefetch=1)
+    rng = np.random.default_rng(0)
+    x = rng.random((32, 32, 32, 8), dtype=np.float32)
+    y = rng.random((32, 2), dtype=np.float32)
+    trace = kswap.profile(model, x, y, steps=1, batch_size=32)
+    big = [b for b in trace.buffers if b.step == 0 and b.size >= 512 * 1024 and b.op]
+    restore = {
+        b.layer: b.start_ns for b in big if in_scope(b.op, transfer.DEVICE_SCOPE) and b.layer
+    }
+    backward = {}
+    for b in big:
+        if b.op.startswith("gradient_tape/") and not in_scope(b.op, transfer.DEVICE_SCOPE):
+            backward.setdefault(b.layer, b.start_ns)
+    assert all(f"c{i}" in restore for i in range(n - 1)), restore
+    # each block's tensors come back after the backward two blocks downstream
+    # has begun (its upstream gradient gates them) ...
+    for i in range(n - 2):
+        assert restore[f"c{i}"] > backward[f"c{i + 2}"], (i, restore, backward)
+    # ... in reverse order, spread over the backward instead of at its start
+    order = [restore[f"c{i}"] for i in reversed(range(n - 1))]
+    assert order == sorted(order)
+    span = max(backward.values()) - min(backward.values())
+    assert restore["c0"] - min(backward.values()) > span / 2
+    # the host tier really holds the activations meanwhile
+    assert trace.peak_bytes("host") > 4 * 1024 * 1024
