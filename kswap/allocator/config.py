@@ -127,7 +127,8 @@ def configure(
         or host_limit < _MIB
     ):
         raise ValueError(
-            f"`host_limit` must be a byte count of at least 1 MiB. Received: host_limit={host_limit!r}"
+            "`host_limit` must be a byte count of at least 1 MiB. "
+            f"Received: host_limit={host_limit!r}"
         )
     if growth and limit is not None:
         raise ValueError(

@@ -27,10 +27,11 @@ def main(argv):
                 "task": {"type": "worker", "index": index},
             }
         )
-    import kswap
     import keras
     import numpy as np
     import tensorflow as tf
+
+    import kswap
 
     tf.config.optimizer.set_experimental_options(
         {"arithmetic_optimization": False, "constant_folding": False}
@@ -77,7 +78,7 @@ def _custom_loop(strategy, model, x, y, tf):
             err = tf.square(model(xb, training=True) - yb)
             loss = tf.reduce_sum(tf.reduce_mean(err, axis=-1)) / GLOBAL_BATCH
         grads = tape.gradient(loss, model.trainable_weights)
-        model.optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        model.optimizer.apply_gradients(zip(grads, model.trainable_weights, strict=True))
         return loss
 
     @tf.function
