@@ -65,23 +65,23 @@ def build_model(
     classes: int = 10,
     optimizer: str = "adam",
     compile: bool = True,
+    **kwargs,
 ) -> keras.Model:
     """Builds (and compiles) the model a spec names.
 
     Keyword arguments the factory accepts are passed: ``weights=None``,
-    ``input_shape``, ``classes``.
+    ``input_shape``, ``classes``; ``kwargs`` are passed as given.
     """
     factory = resolve(spec)
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
-    kwargs = {}
     if "weights" in params:
         kwargs["weights"] = None
     if input_shape is not None and "input_shape" in params:
         kwargs["input_shape"] = tuple(input_shape)
-    if "classes" in params:
+    if "classes" in params and kwargs.get("include_top", True):
         kwargs["classes"] = classes
     model = factory(**kwargs)
     if not isinstance(model, keras.Model):

@@ -167,8 +167,26 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
             grad = _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before)
         return flat_out, grad
 
-    out = block(*tensors)
-    return keras.tree.pack_sequence_as(structure["outputs"], keras.tree.flatten(out))
+    out = keras.tree.flatten(block(*tensors))
+    for new, inner in zip(out, keras.tree.flatten(structure["outputs"]), strict=True):
+        _keep_keras_attributes(new, inner)
+    return keras.tree.pack_sequence_as(structure["outputs"], out)
+
+
+def _keep_keras_attributes(new, inner) -> None:
+    """Carries Keras's tensor annotations over to the block's outputs.
+
+    ``_keras_logits`` (set by softmax and sigmoid) lets the loss start from the
+    logits, as it does without kswap; that part of the graph is then
+    differentiated by TensorFlow directly. ``_keras_mask`` carries masks.
+    """
+    for name in ("_keras_logits", "_keras_mask"):
+        value = getattr(inner, name, None)
+        if value is not None:
+            try:
+                setattr(new, name, value)
+            except AttributeError:
+                pass
 
 
 def _offload_reads(state: GraphState, plan: replay.ReplayPlan) -> None:

@@ -67,3 +67,23 @@ def test_train_on_batch_evaluate_predict(kind, no_reassociation):
     np.testing.assert_allclose(
         off.predict(x, verbose=0), ref.predict(x, verbose=0), rtol=1e-6, atol=1e-7
     )
+
+
+@pytest.mark.parametrize("loss", ["sparse_categorical_crossentropy", "categorical_crossentropy"])
+def test_softmax_classifier_losses(loss, no_reassociation):
+    """Keras computes these losses from the softmax's logits; so must kswap."""
+    models = []
+    for wrap in (False, True):
+        model = build("sequential")
+        model.compile("adam", loss)
+        models.append(kswap.OffloadingModel(model) if wrap else model)
+    rng = np.random.default_rng(0)
+    x = rng.random((32, 12, 12, 3), dtype=np.float32)
+    labels = rng.integers(0, 3, 32)
+    y = labels if loss.startswith("sparse") else np.eye(3, dtype=np.float32)[labels]
+    histories = []
+    for model in models:
+        keras.utils.set_random_seed(5)
+        histories.append(model.fit(x, y, batch_size=8, shuffle=False, verbose=0).history["loss"])
+    np.testing.assert_array_equal(histories[1], histories[0])
+    assert_same_state(*models)
