@@ -19,18 +19,16 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from kswap.allocator._intervals import (
-    count_overlapping_pairs,
-    iter_overlapping_pairs,
-    peak_load,
-)
+from kswap.allocator._intervals import peak_load
 
-__all__ = ["Instance", "as_int_array", "find_conflict"]
+__all__ = ["Instance", "as_int_array"]
 
 
-def as_int_array(values) -> np.ndarray:
+def as_int_array(values: Any) -> np.ndarray:
     """A one-dimensional int64 copy of ``values``."""
     return np.array(values, dtype=np.int64).reshape(-1)
 
@@ -59,6 +57,8 @@ class Instance:
                 "`sizes`, `starts` and `ends` must have the same length. "
                 f"Received: {n}, {self.starts.size}, {self.ends.size}"
             )
+        if (self.sizes < 0).any() or (self.ends <= self.starts).any():
+            raise ValueError("Sizes must be non-negative and every end after its start.")
         positive = self.sizes > 0
         if n:
             whole = (self.starts == self.starts.min()) & (self.ends == self.ends.max())
@@ -71,7 +71,6 @@ class Instance:
         self.base = int(tops[-1]) if tops.size else 0
         self.core = np.flatnonzero(~whole & positive)
         self.lower_bound = peak_load(self.sizes, self.starts, self.ends)
-        self.cache: dict = {}
 
     @property
     def core_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,42 +89,3 @@ class Instance:
         out[self.fixed] = self.fixed_offsets
         out[self.core] = np.asarray(core_offsets, dtype=np.int64) + self.base
         return out
-
-    def arena(self, offsets: np.ndarray) -> int:
-        """Arena size (units) of full offsets."""
-        if self.sizes.size == 0:
-            return 0
-        return int((offsets + self.sizes).max(initial=0))
-
-
-def find_conflict(
-    sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray, offsets: np.ndarray
-) -> tuple[int, int] | None:
-    """Two buffers alive at the same time whose address ranges overlap.
-
-    Enumerates the pairs overlapping in time or the pairs overlapping in
-    address space, whichever are fewer, and checks the other dimension: a
-    good packing is dense in one of the two, so this is near linear.
-
-    Returns:
-        The indices ``(i, j)``, ``i < j``, of one conflicting pair, or None.
-    """
-    sizes = as_int_array(sizes)
-    starts, ends, offsets = as_int_array(starts), as_int_array(ends), as_int_array(offsets)
-    tops = offsets + sizes
-    live = sizes > 0
-    t_lo, t_hi = np.where(live, starts, 0), np.where(live, ends, 0)
-    by_time = count_overlapping_pairs(t_lo, t_hi) <= count_overlapping_pairs(offsets, tops)
-    if by_time:
-        pairs = iter_overlapping_pairs(t_lo, t_hi)
-        lo, hi = offsets, tops
-    else:
-        pairs = iter_overlapping_pairs(offsets, tops)
-        lo, hi = t_lo, t_hi
-    for i, j in pairs:
-        bad = (lo[i] < hi[j]) & (lo[j] < hi[i])
-        if bad.any():
-            k = int(np.argmax(bad))
-            a, b = int(i[k]), int(j[k])
-            return (a, b) if a < b else (b, a)
-    return None

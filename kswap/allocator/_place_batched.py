@@ -30,9 +30,81 @@ from kswap.allocator._gaps import choose_offset
 
 __all__ = ["BatchedPlacer"]
 
-_MIN_WINDOW = 16
-_MAX_WINDOW = 1024
+_MIN_WINDOW = 32
+_MAX_WINDOW = 4096
+_WINDOW_PER_READY = 16
 _INT64_LIMIT = 1 << 62
+
+
+def _range_min_table(values: np.ndarray) -> list[np.ndarray]:
+    """Sparse table: ``table[k][i] = values[i : i + 2**k].min()``."""
+    table = [values]
+    width = 1
+    while 2 * width <= values.size:
+        prev = table[-1]
+        table.append(np.minimum(prev[:-width], prev[width:]))
+        width *= 2
+    return table
+
+
+def _overlaps_earlier(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each interval, whether an earlier one (by index) overlaps it.
+
+    An earlier interval ``i`` overlaps ``j`` iff it starts inside ``j`` or
+    contains the start of ``j``. The first is a range minimum of indices over
+    intervals sorted by start; the second a "stabbing" minimum, computed by
+    writing each interval's index into the two power-of-two blocks covering
+    its range of start points and pushing the minima down. O(n log n).
+    """
+    n = starts.size
+    rank = np.arange(n)
+    by_start = np.argsort(starts, kind="stable")
+    s_sorted = starts[by_start]
+    pos = np.empty(n, dtype=np.int64)
+    pos[by_start] = rank
+    # Intervals starting inside (s_j, e_j): sorted positions pos_j + 1 .. stop_j - 1.
+    stop = np.searchsorted(s_sorted, ends, side="left")
+    lo, hi = pos + 1, stop
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    if total <= 8 * n:  # few overlaps: list the pairs
+        step = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        later = by_start[np.repeat(lo, counts) + step]
+        blocked = np.zeros(n, dtype=bool)
+        blocked[np.maximum(later, np.repeat(rank, counts))] = True
+        return blocked
+    inside = np.full(n, n)
+    has = hi > lo
+    table = _range_min_table(by_start)
+    length = hi[has] - lo[has]
+    k = np.frexp(length.astype(np.float64))[1] - 1
+    vals = np.full(length.size, n)
+    for level in np.unique(k):
+        sel = k == level
+        t = table[level]
+        a, b = lo[has][sel], hi[has][sel] - (1 << int(level))
+        vals[sel] = np.minimum(t[a], t[b])
+    inside[has] = vals
+    # Intervals containing s_j: over distinct start points, min index covering.
+    points = np.unique(s_sorted)
+    first = np.searchsorted(points, starts)
+    last = np.searchsorted(points, ends, side="left")  # covers points[first:last]
+    levels = []  # levels[k][x]: least index covering points[x : x + 2**k]
+    while (1 << len(levels)) <= points.size:
+        levels.append(np.full(points.size - (1 << len(levels)) + 1, n))
+    k = np.frexp((last - first).astype(np.float64))[1] - 1
+    for level in np.unique(k):
+        sel = k == level
+        np.minimum.at(levels[level], first[sel], rank[sel])
+        np.minimum.at(levels[level], last[sel] - (1 << int(level)), rank[sel])
+    for level in range(len(levels) - 1, 0, -1):
+        half = 1 << (level - 1)
+        upper = levels[level]
+        below = levels[level - 1]
+        np.minimum(below[: upper.size], upper, out=below[: upper.size])
+        np.minimum(below[half : half + upper.size], upper, out=below[half : half + upper.size])
+    covering = levels[0][first]
+    return (inside < rank) | (covering < rank)
 
 
 class _LengthClass:
@@ -74,32 +146,27 @@ class BatchedPlacer:
         offsets = np.zeros(n, dtype=np.int64)
         placed = np.zeros(n, dtype=bool)
         pending = order[:0]
-        pos, window = 0, 64
+        pos, window = 0, 256
         while pos < n or pending.size:
             take = max(window - pending.size, 0)
             members = np.concatenate([pending, order[pos : pos + take]])
             pos += take
             blocked = self._blocked(members)
             ready = members[~blocked]
+            ready = ready[np.argsort(self.starts[ready], kind="stable")]
             pending = members[blocked]
             offsets[ready] = self._offsets(ready, offsets, placed, best_fit)
             placed[ready] = True
-            # Grow the window while most of it can be placed at once.
-            if ready.size * 4 >= members.size * 3:
-                window = min(window * 2, _MAX_WINDOW)
-            elif ready.size * 2 < members.size:
-                window = max(window // 2, _MIN_WINDOW)
+            # Larger windows find more independent buffers but cost more to
+            # check: keep about _WINDOW_PER_READY members per buffer placed.
+            window = min(max(_WINDOW_PER_READY * ready.size, _MIN_WINDOW), _MAX_WINDOW)
         return offsets
 
     def _blocked(self, members: np.ndarray) -> np.ndarray:
         """Members whose lifetime overlaps that of an earlier member."""
-        s, e = self.starts[members], self.ends[members]
-        overlap = (s[None, :] < e[:, None]) & (e[None, :] > s[:, None])
-        return np.tril(overlap, -1).any(axis=1)
+        return _overlaps_earlier(self.starts[members], self.ends[members])
 
-    def _neighbors(
-        self, ready: np.ndarray, placed: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _neighbors(self, ready: np.ndarray, placed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(member position, placed buffer) for every overlapping pair."""
         qs, qe = self.starts[ready], self.ends[ready]
         members, others = [], []
@@ -171,10 +238,10 @@ class BatchedPlacer:
         ranges: list[list[tuple[int, int]]] = [[] for _ in range(ready.size)]
         los = offsets[other]
         his = los + self.sizes[other]
-        for m, lo, hi in zip(member.tolist(), los.tolist(), his.tolist()):
+        for m, lo, hi in zip(member.tolist(), los.tolist(), his.tolist(), strict=True):
             ranges[m].append((lo, hi))
         sizes = self.sizes[ready].tolist()
         return np.array(
-            [choose_offset(s, r, best_fit=best_fit) for s, r in zip(sizes, ranges)],
+            [choose_offset(s, r, best_fit=best_fit) for s, r in zip(sizes, ranges, strict=True)],
             dtype=np.int64,
         )

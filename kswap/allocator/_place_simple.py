@@ -35,7 +35,7 @@ class SimplePlacer:
         self.sizes = [int(s) for s in sizes]
         neighbors: list[list[int]] = [[] for _ in range(n)]
         for i, j in iter_overlapping_pairs(np.asarray(starts), np.asarray(ends)):
-            for a, b in zip(i.tolist(), j.tolist()):
+            for a, b in zip(i.tolist(), j.tolist(), strict=True):
                 neighbors[a].append(b)
                 neighbors[b].append(a)
         self.neighbors = neighbors

@@ -49,7 +49,7 @@ def sweep_place(
     live: list[int] = []  # offsets of the live blocks, sorted
     top_at: dict[int, int] = {}  # offset -> end address of the live block there
     holes: list[tuple[int, int]] = []  # (size, offset) of the holes between blocks
-    for kind, j in zip(kinds[seq].tolist(), events[seq].tolist()):
+    for kind, j in zip(kinds[seq].tolist(), events[seq].tolist(), strict=True):
         if kind:
             size = size_l[j]
             k = bisect_left(holes, (size, -1))

@@ -52,9 +52,7 @@ def random_instance(
     return sizes, starts, starts + np.maximum(lifetimes, 1)
 
 
-def training_step_instance(
-    n: int, *, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def training_step_instance(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Buffers of one training step of a ``~n / 6.5``-layer network.
 
     Time advances one tick per op. Forward op ``i`` allocates activation
@@ -104,7 +102,8 @@ def training_step_instance(
     owner = np.repeat(np.arange(n_layers), n_tmp)
     t0 = bwd_t[owner]
     add(width[owner] * rng.uniform(0.25, 2.0, owner.size), t0, t0 + rng.integers(1, 3, owner.size))
-    add(_log_uniform(rng, 4 * _KIB, 4 * _MIB, n_weights), np.zeros(n_weights), np.full(n_weights, step_end))
+    weights = _log_uniform(rng, 4 * _KIB, 4 * _MIB, n_weights)
+    add(weights, np.zeros(n_weights), np.full(n_weights, step_end))
     return (
         np.concatenate(sizes).astype(np.int64),
         np.concatenate(starts),

@@ -18,7 +18,7 @@ def test_memory_limit_emulates_a_smaller_device():
     proc = run(
         """
         import kswap, warnings
-        from kswap.allocator.config import configure
+        from kswap.allocator import configure
         report = configure(memory_limit=64 * 2**20)
         print(report.applied["memory_limit"], report.memory_limit_bytes)
         import tensorflow as tf
@@ -41,7 +41,7 @@ def test_refused_after_tensorflow_created_its_devices():
         """
         import kswap, tensorflow as tf
         tf.ones(3)
-        from kswap.allocator.config import configure
+        from kswap.allocator import configure
         try:
             configure(memory_limit=2**30)
         except RuntimeError as e:
@@ -55,10 +55,12 @@ def test_gpu_options_without_a_gpu_are_reported_not_dropped():
     proc = run(
         """
         import kswap, warnings
-        from kswap.allocator.config import configure
+        from kswap.allocator import configure
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            report = configure(growth=True, allocator="cuda_malloc_async", host_limit=2**30, gc=False)
+            report = configure(
+                growth=True, allocator="cuda_malloc_async", host_limit=2**30, gc=False
+            )
         print(sorted(report.not_applicable), len(w), report.applied)
         """
     )
@@ -70,7 +72,7 @@ def test_limit_from_a_packing_plan_adds_the_margin():
     proc = run(
         """
         import kswap, types
-        from kswap.allocator.config import configure
+        from kswap.allocator import configure
         plan = types.SimpleNamespace(arena_bytes=100 * 2**20)
         print(configure(memory_limit=plan, margin=0.25).memory_limit_bytes)
         """
