@@ -17,10 +17,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from _common import table  # noqa: E402
 
-import keras  # noqa: E402
 import kswap  # noqa: E402,F401
 from kswap.modelspec import build_model, synthetic_data  # noqa: E402
 from kswap.profiler import _data  # noqa: E402

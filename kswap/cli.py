@@ -2,6 +2,8 @@
 
 Example:
     kswap profile --model keras.applications.ResNet50 --input 64,64,3 --batch 16
+    kswap profile --model keras.applications.ResNet50 --input 64,64,3 --pack --save t.json
+    kswap pack t.json --plot packing.png
     kswap measure --model keras.applications.VGG16 --input 64,64,3 --batch 8 --json
 """
 
@@ -15,6 +17,7 @@ import sys
 __all__ = ["main"]
 
 _MIB = 1024 * 1024
+_ALGORITHMS = ("greedy_size", "first_fit", "multi_order", "local_search", "best")
 
 
 def _mib(n: int) -> str:
@@ -42,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--logdir", default=None, help="keep the raw trace here for TensorBoard")
     p.add_argument("--top", type=int, default=20, help="layers to list (default 20)")
     p.add_argument("--save", default=None, help="write the kswap trace as JSON")
+    p.add_argument("--pack", action="store_true", help="also pack the step (SmartPool)")
+    p.add_argument("--plot", default=None, help="with --pack: draw the best packing (PNG)")
+    k = sub.add_parser("pack", help="pack a saved trace's step; compare with the BFC allocator")
+    k.add_argument("trace", help="a trace saved by `kswap profile --save` or Trace.to_json")
+    k.add_argument("--algorithms", default=",".join(_ALGORITHMS), help="comma-separated")
+    k.add_argument("--plot", default=None, help="draw the best packing (PNG)")
     m = sub.add_parser("measure", help="device peak and step time as JSON")
     _add_model_args(m)
     m.add_argument("--json", action="store_true", help="print one JSON object")
@@ -94,6 +103,37 @@ def _profile(args) -> int:
     if args.save:
         trace.to_json(args.save)
         print(f"kswap trace: {args.save}")
+    if args.pack:
+        print()
+        _pack_report(trace, _ALGORITHMS, args.plot)
+    return 0
+
+
+def _pack_report(trace, algorithms, plot) -> None:
+    from kswap.allocator import plot_packing
+    from kswap.allocator.report import compare, format_comparison
+
+    comparison = compare(trace, algorithms)
+    print(format_comparison(comparison))
+    if plot:
+        best = comparison.best
+        plot_packing(
+            best.plan, plot, title=f"{trace.metadata.get('model', 'trace')}: {best.algorithm}"
+        )
+        print(f"packing drawn: {plot}")
+
+
+def _pack_cmd(args) -> int:
+    from kswap.trace import Trace
+
+    try:
+        trace = Trace.from_json(args.trace)
+    except (OSError, ValueError) as e:
+        raise ValueError(
+            f"`trace` must be a kswap trace JSON file. Received: {args.trace!r} ({e})"
+        ) from None
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    _pack_report(trace, algorithms, args.plot)
     return 0
 
 
@@ -116,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "profile":
             return _profile(args)
+        if args.command == "pack":
+            return _pack_cmd(args)
         return _measure_cmd(args)
     except ValueError as e:
         print(f"kswap: error: {e}", file=sys.stderr)

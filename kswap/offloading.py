@@ -44,6 +44,63 @@ CONV_LAYERS = (
 )
 
 
+#: Layers whose backward reads at most their output: the ``"conv"`` policy
+#: also offloads them when they produce a convolution's input, so that tensor
+#: leaves the device (in Keras the activation before a convolution is a layer
+#: of its own, which would otherwise keep it for its own backward).
+PASS_THROUGH_LAYERS = (
+    keras.layers.Activation,
+    keras.layers.ReLU,
+    keras.layers.LeakyReLU,
+    keras.layers.ELU,
+    keras.layers.ZeroPadding1D,
+    keras.layers.ZeroPadding2D,
+    keras.layers.ZeroPadding3D,
+    keras.layers.Add,
+    keras.layers.Concatenate,
+    keras.layers.MaxPooling1D,
+    keras.layers.MaxPooling2D,
+    keras.layers.MaxPooling3D,
+    keras.layers.AveragePooling1D,
+    keras.layers.AveragePooling2D,
+    keras.layers.AveragePooling3D,
+    keras.layers.Dropout,
+    keras.layers.Reshape,
+    keras.layers.Flatten,
+)
+
+
+def _conv_producers(model) -> set[int]:
+    """ids of pass-through layers whose outputs feed a convolution (any depth)."""
+    found: set[int] = set()
+    layers = list(model.layers)
+    for i, layer in enumerate(layers):
+        if _is_graph_model(layer):
+            found |= _conv_producers(layer)
+        if not isinstance(layer, CONV_LAYERS):
+            continue
+        producers = []
+        for node in getattr(layer, "_inbound_nodes", []):
+            for t in node.input_tensors:
+                history = getattr(t, "_keras_history", None)
+                if history is not None:
+                    producers.append(history.operation)
+        if not producers and i > 0:  # Sequential without recorded nodes
+            producers.append(layers[i - 1])
+        stack = producers
+        while stack:  # through chains of pass-through layers (pad -> relu -> conv)
+            p = stack.pop()
+            if isinstance(p, PASS_THROUGH_LAYERS) and id(p) not in found:
+                found.add(id(p))
+                for node in getattr(p, "_inbound_nodes", []):
+                    stack.extend(
+                        t._keras_history.operation
+                        for t in node.input_tensors
+                        if getattr(t, "_keras_history", None) is not None
+                    )
+    return found
+
+
 def _is_graph_model(model) -> bool:
     from keras.src.models.functional import Functional
 
@@ -64,7 +121,8 @@ def _selector(policy, model) -> Callable[[keras.layers.Layer], bool]:
         if policy == "all":
             return lambda layer: True
         if policy == "conv":
-            return lambda layer: isinstance(layer, CONV_LAYERS)
+            producers = _conv_producers(model)
+            return lambda layer: isinstance(layer, CONV_LAYERS) or id(layer) in producers
         if policy == "auto":
             raise ValueError(
                 "`policy='auto'` chooses what to offload from profiler traces under a "
@@ -138,7 +196,9 @@ def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  
         model: A Sequential or functional ``keras.Model`` (models nested in it
             are handled too). Its weights are shared, not copied.
         policy: Which layers to offload: ``"all"`` (every layer: vDNN_all),
-            ``"conv"`` (convolutions: vDNN_conv), a list of layer names, or a
+            ``"conv"`` (the inputs of convolutions: vDNN_conv; the
+            convolutions and the pass-through layers such as activations and
+            padding that produce their inputs), a list of layer names, or a
             callable ``layer -> bool``. ``"auto"`` is reserved for the
             budget planner.
         prefetch: How many blocks ahead the backward brings tensors back

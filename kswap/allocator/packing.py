@@ -313,7 +313,12 @@ def _normalize(buffers: Any) -> tuple[tuple[Buffer, ...], tuple[int, ...] | None
 
 
 def _from_trace(trace: Any) -> tuple[tuple[Buffer, ...], tuple[int, ...]]:
-    """Device buffers of a trace (of its last step, clipped, if it has steps)."""
+    """Device buffers of a trace (of its last step, clipped, if it has steps).
+
+    A buffer's size is what its op requested (``requested_bytes``) where the
+    trace records it, not the allocator's rounded block: the plan measures what
+    the step needs, and the allocator's rounding shows up as the difference.
+    """
     steps = tuple(getattr(trace, "steps", None) or ())
     window = (int(steps[-1][0]), int(steps[-1][1])) if steps else None
     items, sources = [], []
@@ -327,6 +332,7 @@ def _from_trace(trace: Any) -> tuple[tuple[Buffer, ...], tuple[int, ...]]:
             start, end = max(start, window[0]), min(end, window[1])
         if end == start:
             continue
-        items.append(Buffer(b.size, start, end))
+        size = getattr(b, "requested_bytes", None)
+        items.append(Buffer(b.size if size is None else size, start, end))
         sources.append(i)
     return tuple(items), tuple(sources)

@@ -100,3 +100,18 @@ def test_kswap_trace():
     plan = pack(trace)
     assert plan.sources == (0, 1)
     assert plan.arena_bytes == plan.lower_bound_bytes == 1536
+
+
+def test_requested_bytes_are_what_is_packed():
+    from kswap.trace import Allocation, Trace
+
+    trace = Trace(
+        buffers=(
+            Allocation(size=20736, requested_bytes=16384, start_ns=0, end_ns=10),
+            Allocation(size=512, start_ns=5, end_ns=10),  # no request recorded
+        ),
+        duration_ns=10,
+    )
+    plan = pack(trace)
+    assert [b.size for b in plan.buffers] == [16384, 512]
+    assert plan.lower_bound_bytes == 16384 + 512

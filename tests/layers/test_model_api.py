@@ -44,9 +44,12 @@ def test_idempotent_and_strip_inverts():
     assert all(a is b for a, b in zip(plain.layers, model.layers, strict=True))
 
 
-def test_conv_policy_wraps_convolutions_only():
+def test_conv_policy_wraps_convolutions_and_their_input_producers():
     off = kswap.OffloadingModel(compile_(build("sequential")), policy="conv")
-    assert sorted(o.name for o in _offloaded(off)) == ["c1", "dw", "sep"]
+    # pool produces dw's input; bn1 (which reads its own input) is left alone
+    assert sorted(o.name for o in _offloaded(off)) == ["c1", "dw", "pool", "sep"]
+    res = kswap.OffloadingModel(compile_(build("residual")), policy="conv")
+    assert sorted(o.name for o in _offloaded(res)) == ["add", "branch", "c1", "c2", "pad", "r1"]
 
 
 def test_save_and_load_round_trip(tmp_path, no_reassociation):

@@ -1,0 +1,169 @@
+"""Device memory and step time of offloading, side by side, each in a fresh process.
+
+    python benchmarks/offload.py                       # ResNet50, MobileNetV2, VGG16
+    python benchmarks/offload.py --models ResNet50 --variants baseline,all
+
+Variants: ``baseline`` (the plain model), ``all`` and ``conv``
+(``kswap.OffloadingModel(model, policy=...)``), ``remat`` (the model built
+inside ``keras.RematScope(mode="full")``) and ``remat-activations``
+(``mode="activations"``). A configuration that cannot train is reported with
+its error. Each is measured by
+``kswap.measure`` (warm-up, median of 5 timed steps, 5 profiled steps) in a
+process of its own, so nothing else is alive. Without a GPU, device memory is
+emulated on CPU:0.
+
+The floor is what must sit on the device together whatever is offloaded:
+the bytes in use when a step begins (weights, optimizer slots, the batch), the
+weight gradients (all alive before the optimizer applies them), and the
+largest working set of one layer's backward (its gradients and temporaries,
+from the kswap trace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from _common import mib, table
+
+MODELS = {
+    "ResNet50": {},
+    "MobileNetV2": {},
+    "VGG16": {"include_top": False},
+}
+
+
+def worker(args) -> None:
+    import keras
+
+    import kswap
+    from kswap.modelspec import build_model, synthetic_data
+
+    spec = f"keras.applications.{args.model}"
+    shape = tuple(int(s) for s in args.input.split(","))
+    kwargs = MODELS.get(args.model, {})
+    keras.utils.set_random_seed(0)
+    if args.variant.startswith("remat"):
+        mode = args.variant.split("-", 1)[1] if "-" in args.variant else "full"
+        with keras.RematScope(mode=mode):
+            model = build_model(spec, shape, **kwargs)
+    else:
+        model = build_model(spec, shape, **kwargs)
+    if args.variant in ("all", "conv"):
+        model = kswap.OffloadingModel(model, policy=args.variant)
+    x, y = synthetic_data(model, 2 * args.batch)
+    try:
+        m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)
+    except Exception as e:  # report a configuration that cannot train, and go on
+        print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}"}))
+        return
+    out = m.to_dict()
+    out["floor_bytes"] = _floor(m.trace, model)
+    print(json.dumps(out))
+
+
+def _floor(trace, model) -> int:
+    lo, hi = trace.steps[-1]
+    device = trace.tier("device")
+    resident = sum(
+        b.size for b in device if (b.alive_at_start or b.start_ns < lo) and b.alive_at(lo)
+    )
+    grads = sum(int(v.numpy().nbytes) for v in model.trainable_weights)
+    events = sorted({b.start_ns for b in device if lo <= b.start_ns < hi})
+    backward = [b for b in device if b.op and b.op.startswith("gradient_tape/") and b.layer]
+    working = 0
+    for t in events:
+        per_layer: dict[str, int] = {}
+        for b in backward:
+            if b.alive_at(t):
+                per_layer[b.layer] = per_layer.get(b.layer, 0) + b.size
+        working = max([working, *per_layer.values()])
+    return resident + grads + working
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", default="ResNet50,MobileNetV2,VGG16")
+    p.add_argument("--variants", default="baseline,all,conv,remat,remat-activations")
+    p.add_argument("--input", default="96,96,3")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--variant", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+    rows = []
+    for name in args.models.split(","):
+        base = None
+        for variant in args.variants.split(","):
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--model",
+                name,
+                "--variant",
+                variant,
+                "--input",
+                args.input,
+                "--batch",
+                str(args.batch),
+                "--steps",
+                str(args.steps),
+            ]
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if proc.returncode:
+                raise RuntimeError(f"{name} {variant} failed:\n{proc.stderr[-3000:]}")
+            m = json.loads(proc.stdout.strip().splitlines()[-1])
+            if "error" in m:
+                rows.append([name, variant, "fails", "", "", "", "", "", m["error"]])
+                print(rows[-1], flush=True)
+                continue
+            base = base or m
+            saving = 1 - m["device_peak_bytes"] / base["device_peak_bytes"]
+            rows.append(
+                [
+                    name,
+                    variant,
+                    mib(m["device_peak_bytes"]),
+                    f"{100 * saving:.1f}%",
+                    mib(m["step_peak_bytes"]),
+                    mib(m["host_peak_bytes"]),
+                    mib(m["floor_bytes"]) if variant == "all" else "",
+                    f"{m['step_seconds'] * 1000:.0f}",
+                    f"{m['step_seconds'] / base['step_seconds']:.2f}",
+                ]
+            )
+            print(rows[-1], flush=True)
+    print(
+        f"\ninput {args.input}, batch {args.batch}, Adam, median of {args.steps} steps; "
+        "device memory emulated on CPU:0\n"
+    )
+    print(
+        table(
+            [
+                "model",
+                "variant",
+                "device peak MiB",
+                "saving",
+                "step peak MiB",
+                "host peak MiB",
+                "floor MiB",
+                "step ms",
+                "time / baseline",
+            ],
+            rows,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
