@@ -14,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(PY) -m kswap profile --model keras.applications.ResNet50 --input 64,64,3 --batch 16
+	$(PY) -m kswap profile --model keras.applications.MobileNetV2 --input 96,96,3 --batch 32 --top 8
+	$(PY) -m kswap profile --model keras.applications.MobileNetV2 --input 96,96,3 --batch 32 --top 8 --offload all --pack
 
 test: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples

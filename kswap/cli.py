@@ -33,6 +33,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=2, help="profiled steps (default 2)")
     p.add_argument("--classes", type=int, default=10, help="classes of a classifier (10)")
     p.add_argument("--optimizer", default="adam", help="optimizer name (default adam)")
+    p.add_argument(
+        "--offload",
+        default=None,
+        metavar="POLICY",
+        help="train through kswap.OffloadingModel(model, policy=POLICY): all, conv",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,6 +78,9 @@ def _measure(args, logdir=None):
     steps = _data.check_steps(args.steps)
     _log(f"building {args.model} (weights=None, input={shape}, batch={args.batch})")
     model = build_model(args.model, shape, classes=args.classes, optimizer=args.optimizer)
+    if args.offload:
+        model = kswap.OffloadingModel(model, policy=args.offload)
+        _log(f"offloading activations (policy={args.offload!r})")
     x, y = synthetic_data(model, args.batch)
     batches = _data.make_batches(x, y, args.batch, 2 * steps + 1)
     _check_allocator()
@@ -83,7 +92,8 @@ def _profile(args) -> int:
     model, m = _measure(args, args.logdir)
     trace = m.trace
     label = " (emulated on CPU:0)" if m.emulated else ""
-    print(f"model            {model.name}  batch {m.batch_size}")
+    offload = f"  offload={args.offload}" if args.offload else ""
+    print(f"model            {model.name}  batch {m.batch_size}{offload}")
     print(f"device peak      {_mib(m.device_peak_bytes)}{label}")
     print(f"step peak        {_mib(m.step_peak_bytes)}  (peak minus bytes in use at step start)")
     print(f"host peak        {_mib(m.host_peak_bytes)}")

@@ -59,3 +59,36 @@ def test_bad_arguments(capsys, args, message):
 def test_python_dash_m():
     proc = subprocess.run([sys.executable, "-m", "kswap", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "profile" in proc.stdout
+
+
+def test_profile_pack_and_pack_command(capsys, tmp_path):
+    trace_path = tmp_path / "t.json"
+    png = tmp_path / "p.png"
+    args = ["profile", "--model", "tests.test_cli:tiny", "--batch", "8", "--pack"]
+    assert cli.main([*args, "--save", str(trace_path)]) == 0
+    text = capsys.readouterr().out
+    assert "lower bound" in text and "BFC peak in use" in text and "greedy_size" in text
+    assert cli.main(["pack", str(trace_path), "--algorithms", "first_fit,best", "--plot", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert "first_fit" in text and "best" in text and "greedy_size" not in text
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pack_command_errors(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "other"}')
+    assert cli.main(["pack", str(bad)]) == 2
+    assert "`trace` must be a kswap trace JSON file" in capsys.readouterr().err
+    assert cli.main(["pack", str(tmp_path / "missing.json")]) == 2
+    assert "Received:" in capsys.readouterr().err
+
+
+def test_profile_with_offloading(capsys):
+    args = ["profile", "--model", "tests.test_cli:tiny", "--batch", "256", "--offload", "all"]
+    assert cli.main(args) == 0
+    text = capsys.readouterr().out
+    assert "offload=all" in text
+    host = [line for line in text.splitlines() if line.startswith("host peak")][0]
+    assert float(host.split()[2]) > 0  # activations went to the (emulated) host tier
+    assert cli.main(["profile", "--model", "tests.test_cli:tiny", "--offload", "some"]) == 2
+    assert "`policy` must be one of" in capsys.readouterr().err
