@@ -84,7 +84,7 @@ def test_pack_command_errors(capsys, tmp_path):
 
 
 def test_profile_with_offloading(capsys):
-    args = ["profile", "--model", "tests.test_cli:tiny", "--batch", "256", "--offload", "all"]
+    args = ["profile", "--model", "tests.test_cli:tiny", "--batch", "4096", "--offload", "all"]
     assert cli.main(args) == 0
     text = capsys.readouterr().out
     assert "offload=all" in text
