@@ -46,3 +46,31 @@ def test_swap_ins_are_staggered_one_block_ahead():
     assert restore["c0"] - min(backward.values()) > span / 2
     # the host tier really holds the activations meanwhile
     assert trace.peak_bytes("host") > 4 * 1024 * 1024
+
+
+def test_each_tensor_goes_to_host_once():
+    import tensorflow as tf
+
+    from tests.layers.helpers import build, compile_, data
+
+    model = kswap.OffloadingModel(compile_(build("residual")))
+    x, y = data(model, 8)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+        return tape.gradient(loss, model.trainable_weights)
+
+    graph = step.get_concrete_function(tf.constant(x), tf.constant(y)).graph
+    copies = [
+        op
+        for op in graph.get_operations()
+        if op.type == "DeepCopy" and in_scope(op.name, transfer.HOST_SCOPE)
+    ]
+    sources = [op.inputs[0].name for op in copies]
+    assert len(copies) > 5
+    assert len(set(sources)) == len(sources), sorted(sources)
+    # the residual branch point (r1's output) is read by r1's own backward and
+    # by both consumers' blocks, yet has one host copy
+    assert sum("r1" in s for s in sources) == 1
