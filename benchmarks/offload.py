@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 
@@ -58,7 +60,9 @@ def worker(args) -> None:
     try:
         m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)
     except Exception as e:  # report a configuration that cannot train, and go on
-        print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}"}))
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in str(e).splitlines()]
+        reason = next((ln for ln in lines if ln and not ln.startswith("Exception")), "")
+        print(json.dumps({"error": f"{type(e).__name__}: {reason[:160]}"}))
         return
     out = m.to_dict()
     out["floor_bytes"] = _floor(m.trace, model)
@@ -84,6 +88,29 @@ def _floor(trace, model) -> int:
     return resident + grads + working
 
 
+def _run(args, name: str, variant: str) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "--model",
+        name,
+        "--variant",
+        variant,
+        "--input",
+        args.input,
+        "--batch",
+        str(args.batch),
+        "--steps",
+        str(args.steps),
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise RuntimeError(f"{name} {variant} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -93,6 +120,7 @@ def main() -> None:
     p.add_argument("--input", default="96,96,3")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=3, help="fresh processes per configuration")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
@@ -103,39 +131,25 @@ def main() -> None:
     for name in args.models.split(","):
         base = None
         for variant in args.variants.split(","):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--worker",
-                "--model",
-                name,
-                "--variant",
-                variant,
-                "--input",
-                args.input,
-                "--batch",
-                str(args.batch),
-                "--steps",
-                str(args.steps),
-            ]
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if proc.returncode:
-                raise RuntimeError(f"{name} {variant} failed:\n{proc.stderr[-3000:]}")
-            m = json.loads(proc.stdout.strip().splitlines()[-1])
-            if "error" in m:
-                rows.append([name, variant, "fails", "", "", "", "", "", m["error"]])
+            runs = []
+            for _ in range(args.repeats):
+                runs.append(_run(args, name, variant))
+                if "error" in runs[-1]:
+                    break
+            if "error" in runs[-1]:
+                rows.append([name, variant, "fails", "", "", "", "", "", runs[-1]["error"]])
                 print(rows[-1], flush=True)
                 continue
+            m = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "emulated"}
             base = base or m
-            saving = 1 - m["device_peak_bytes"] / base["device_peak_bytes"]
+            peaks = [r["device_peak_bytes"] for r in runs]
             rows.append(
                 [
                     name,
                     variant,
                     mib(m["device_peak_bytes"]),
-                    f"{100 * saving:.1f}%",
-                    mib(m["step_peak_bytes"]),
+                    f"{mib(min(peaks))}-{mib(max(peaks))}",
+                    f"{100 * (1 - m['device_peak_bytes'] / base['device_peak_bytes']):.1f}%",
                     mib(m["host_peak_bytes"]),
                     mib(m["floor_bytes"]) if variant == "all" else "",
                     f"{m['step_seconds'] * 1000:.0f}",
@@ -144,8 +158,8 @@ def main() -> None:
             )
             print(rows[-1], flush=True)
     print(
-        f"\ninput {args.input}, batch {args.batch}, Adam, median of {args.steps} steps; "
-        "device memory emulated on CPU:0\n"
+        f"\ninput {args.input}, batch {args.batch}, Adam; medians of {args.repeats} fresh "
+        f"processes, each timing {args.steps} steps; device memory emulated on CPU:0\n"
     )
     print(
         table(
@@ -153,8 +167,8 @@ def main() -> None:
                 "model",
                 "variant",
                 "device peak MiB",
+                "range MiB",
                 "saving",
-                "step peak MiB",
                 "host peak MiB",
                 "floor MiB",
                 "step ms",
