@@ -10,28 +10,20 @@ import sys
 MIB = 1024 * 1024
 
 
-def measure_fresh(model: str, input_shape: str, batch: int, steps: int = 3) -> dict:
-    """Runs ``kswap measure`` in a fresh process (nothing else alive) and parses it."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "kswap",
-        "measure",
-        "--model",
-        model,
-        "--input",
-        input_shape,
-        "--batch",
-        str(batch),
-        "--steps",
-        str(steps),
-        "--json",
-    ]
+def run_json(args: list[str]) -> dict:
+    """Runs ``python ARGS`` in a fresh process; returns the JSON of its last line."""
+    cmd = [sys.executable, *args]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(cmd)[:300]} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_fresh(model: str, input_shape: str, batch: int, steps: int = 3) -> dict:
+    """Runs ``kswap measure`` in a fresh process (nothing else alive) and parses it."""
+    args = ["--model", model, "--input", input_shape, "--batch", str(batch)]
+    return run_json(["-m", "kswap", "measure", *args, "--steps", str(steps), "--json"])
 
 
 def table(headers: list[str], rows: list[list]) -> str:

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
-import sys
 
-from _common import mib, table
+from _common import mib, run_json, table
 
 MODELS = {
     "ResNet50": {},
@@ -89,26 +86,22 @@ def _floor(trace, model) -> int:
 
 
 def _run(args, name: str, variant: str) -> dict:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        "--model",
-        name,
-        "--variant",
-        variant,
-        "--input",
-        args.input,
-        "--batch",
-        str(args.batch),
-        "--steps",
-        str(args.steps),
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode:
-        raise RuntimeError(f"{name} {variant} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json(
+        [
+            __file__,
+            "--worker",
+            "--model",
+            name,
+            "--variant",
+            variant,
+            "--input",
+            args.input,
+            "--batch",
+            str(args.batch),
+            "--steps",
+            str(args.steps),
+        ]
+    )
 
 
 def main() -> None:

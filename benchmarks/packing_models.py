@@ -12,12 +12,8 @@ Without a GPU, device memory is emulated on CPU:0.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 
-from _common import mib, table
+from _common import mib, run_json, table
 
 CODE = """
 import json, sys, kswap
@@ -40,19 +36,7 @@ def main() -> None:
     args = p.parse_args()
     rows = []
     for name in args.models.split(","):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        cmd = [
-            sys.executable,
-            "-c",
-            CODE,
-            f"keras.applications.{name}",
-            args.input,
-            str(args.batch),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if proc.returncode:
-            raise RuntimeError(proc.stderr[-3000:])
-        d = json.loads(proc.stdout.strip().splitlines()[-1])
+        d = run_json(["-c", CODE, f"keras.applications.{name}", args.input, str(args.batch)])
         lb = d["lower"]
         arena = {a: b for a, b, _ in d["rows"]}
         rows.append(

@@ -10,12 +10,8 @@ compared with it. On a machine without a GPU, device memory is emulated.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 
-from _common import mib, table
+from _common import mib, run_json, table
 
 CODE = """
 import json, sys, kswap, numpy as np
@@ -36,16 +32,7 @@ def main() -> None:
     args = p.parse_args()
     rows = []
     for name in args.models.split(","):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        proc = subprocess.run(
-            [sys.executable, "-c", CODE, f"keras.applications.{name}", args.input, str(args.batch)],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        if proc.returncode:
-            raise RuntimeError(proc.stderr[-2000:])
-        d = json.loads(proc.stdout.strip().splitlines()[-1])
+        d = run_json(["-c", CODE, f"keras.applications.{name}", args.input, str(args.batch)])
         diff = 100 * (d["kswap"] - d["allocator"]) / d["allocator"]
         rows.append([name, mib(d["kswap"]), mib(d["allocator"]), f"{diff:+.2f}%", d["buffers"]])
         print(rows[-1], flush=True)

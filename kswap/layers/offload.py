@@ -27,6 +27,7 @@ import keras
 import tensorflow as tf
 from tensorflow.python.eager import record
 
+from kswap import transfer
 from kswap.layers import recompute, replay, saved
 from kswap.layers.schedule import GraphState, graph_state
 
@@ -228,14 +229,24 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, upstream, fetch, reads
         )
-        source_grads = [
-            g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)
-        ]
-        if variables:
-            return source_grads, var_grads
-        return source_grads
+        return _gradients(xs, source_grads, var_grads, variables)
 
     return grad
+
+
+def _gradients(xs, source_grads, var_grads, variables):
+    """What a ``tf.custom_gradient`` function returns.
+
+    A tensor passed twice (``Multiply()([h, h])``) already has its full
+    gradient at its first position; the others get None so it is not counted
+    twice.
+    """
+    source_grads = [
+        g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)
+    ]
+    if variables:
+        return source_grads, var_grads
+    return source_grads
 
 
 def _variable_reads(graph, ops, variables) -> list[list[tf.Tensor]]:
@@ -250,31 +261,31 @@ def _variable_reads(graph, ops, variables) -> list[list[tf.Tensor]]:
 
 
 def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before):
-    from kswap import transfer
-
-    hosts = [transfer.to_host(x) if _worth_offloading(x) else x for x in xs]
-    devices = [x.device for x in xs]
+    offloaded = [_worth_offloading(x) for x in xs]
+    if state is not None:  # graph: through the shared state (one copy per tensor)
+        for x, off in zip(xs, offloaded, strict=True):
+            if off:
+                state.offload(x)
+    else:  # eager
+        hosts = [transfer.to_host(x) if off else x for x, off in zip(xs, offloaded, strict=True)]
 
     def grad(*upstream, variables=None):
         upstream = list(upstream)
-        gate = None
         if state is not None:
             state.arrive(index, upstream)
             gate = state.gate(index, wrapper.prefetch)
-        with tf.control_dependencies([gate] if gate is not None else []):
             back = [
-                transfer.to_device(h, d or None) if h is not x else x
-                for h, x, d in zip(hosts, xs, devices, strict=True)
+                state.swap_in(x, gate) if off else x for x, off in zip(xs, offloaded, strict=True)
+            ]
+        else:
+            back = [
+                transfer.to_device(h, x.device or None) if off else x
+                for h, x, off in zip(hosts, xs, offloaded, strict=True)
             ]
         call = lambda ts: wrapper.layer(rebuild(ts), *args, **kwargs)  # noqa: E731
         source_grads, var_grads = recompute.rerun_gradients(
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )
-        source_grads = [
-            g if first else None for g, first in zip(source_grads, _unique(xs), strict=True)
-        ]
-        if variables:
-            return source_grads, var_grads
-        return source_grads
+        return _gradients(xs, source_grads, var_grads, variables)
 
     return grad
