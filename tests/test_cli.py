@@ -68,7 +68,10 @@ def test_profile_pack_and_pack_command(capsys, tmp_path):
     assert cli.main([*args, "--save", str(trace_path)]) == 0
     text = capsys.readouterr().out
     assert "lower bound" in text and "BFC peak in use" in text and "greedy_size" in text
-    assert cli.main(["pack", str(trace_path), "--algorithms", "first_fit,best", "--plot", str(png)]) == 0
+    assert (
+        cli.main(["pack", str(trace_path), "--algorithms", "first_fit,best", "--plot", str(png)])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "first_fit" in text and "best" in text and "greedy_size" not in text
     assert png.read_bytes()[:4] == b"\x89PNG"
