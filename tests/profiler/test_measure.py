@@ -33,14 +33,21 @@ def test_isolated_measurement_ignores_other_tensors_of_this_process():
     there = kswap.measure(model, x, y, steps=1, batch_size=32, isolate=True)
     assert there.trace is None and there.emulated and there.step_peak_bytes > 0
     assert here.device_peak_bytes >= other.numpy().nbytes
-    assert there.device_peak_bytes < here.device_peak_bytes - other.numpy().nbytes
+    # the fresh process does not see the 64 MiB (half of it is margin for the
+    # allocator's rounding, far above this small model's own variation)
+    assert there.device_peak_bytes < here.device_peak_bytes - other.numpy().nbytes // 2
 
 
 def test_step_peak_scales_with_batch_when_activations_dominate():
     model = conv_chain()
     x, y = data(model, 32)
     sizes = (8, 16, 32)
-    peaks = [kswap.measure(model, x, y, steps=1, batch_size=b).device_peak_bytes for b in sizes]
+    # each measured in a fresh process: the device peak counts every live
+    # tensor of the process, and this one holds other tests' models
+    peaks = [
+        kswap.measure(model, x, y, steps=1, batch_size=b, isolate=True).device_peak_bytes
+        for b in sizes
+    ]
     # weights are a few KiB: doubling the batch doubles the peak (within
     # the allocator's rounding and the executor's ordering)
     ratios = np.array(peaks[1:]) / np.array(peaks[:-1])
