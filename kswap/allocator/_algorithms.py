@@ -3,25 +3,38 @@
 Every algorithm takes ``(sizes, starts, ends)`` - sizes in units of the
 alignment, integer times, half-open lifetimes - and returns one offset per
 buffer, in the same units. All of them stack the buffers that live over the
-whole horizon at the bottom first (see :mod:`kswap.allocator._instance`).
+whole horizon at the bottom first (see :mod:`kswap.allocator._instance`),
+and all of them are deterministic: the same input gives the same offsets on
+any machine, however fast or loaded.
 
 * ``"greedy_size"``: SmartPool / TFLite greedy by size - largest first (ties:
   longer-lived, then earlier), each in the smallest gap left by the placed
   buffers alive with it, or on top.
 * ``"first_fit"``: the same order, each in the lowest gap that fits.
-* ``"multi_order"``: best fit under several orders (size, breadth,
-  contention, lifetime, start and end time sweeps); the smallest arena wins.
+* ``"multi_order"``: best fit under several orders (see
+  :mod:`kswap.allocator._orders`: size, breadth, lifetime, size class,
+  contention, contention then lifetime, and the start and end time sweeps);
+  the smallest arena wins.
 * ``"local_search"``: the ``"multi_order"`` result, then exact branch and
-  bound for up to :data:`EXACT_MAX_BUFFERS` buffers, or else (up to 5,000
-  buffers) a local search over orders for :data:`DEFAULT_TIME_BUDGET` seconds.
-* ``"best"``: all of the above within a time budget (see :func:`best`).
+  bound for up to :data:`EXACT_MAX_BUFFERS` buffers, or else squeaky-wheel
+  re-ordering and a local search over orders (see
+  :mod:`kswap.allocator._search`), as much of them as
+  :data:`LOCAL_SEARCH_WORK` pays for.
+* ``"best"``: all of the above, best and first fit, as much of them as a
+  work budget decided from the instance pays for (see :func:`best`).
 
 A placement reaching the lower bound (the most bytes alive at one time) is
 optimal and ends any search.
 
-Cost: the generic placement is proportional to the number of pairs of
-overlapping lifetimes, ``P``, about 150 ns per pair plus a few microseconds
-per buffer; the time sweeps are ``O(n log n)`` whatever ``P``.
+Work is counted, not timed, with a cost model in *work units*, about a
+nanosecond each on one core of a 2020s x86 machine (the real time scales
+with the machine's speed; the work done does not). A placement in a given
+order costs about 7.5 us per buffer plus 30 ns per pair of overlapping
+lifetimes, ``P``, with the dense engine (:mod:`~kswap.allocator._place_dense`,
+for real training steps, whose buffers overlap hundreds of others), or
+about 3 us per buffer plus 50 ns per pair with the batched engine
+(:mod:`~kswap.allocator._place_batched`, for sparse instances); the time
+sweeps cost about 2 us per buffer whatever ``P``.
 
 Example:
     >>> import numpy as np
@@ -32,7 +45,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -41,39 +53,57 @@ import numpy as np
 from kswap.allocator._exact import EXACT_MAX_BUFFERS, exact_pack
 from kswap.allocator._instance import Instance
 from kswap.allocator._intervals import count_overlapping_pairs
-from kswap.allocator._orders import ORDERS, SWEEP_ORDERS, placement_order
+from kswap.allocator._orders import ORDERS, SWEEP_ORDERS, contention, placement_order
 from kswap.allocator._place_batched import BatchedPlacer
+from kswap.allocator._place_dense import DensePlacer, scan_length
 from kswap.allocator._place_simple import SimplePlacer
 from kswap.allocator._place_sweep import sweep_place
-from kswap.allocator._search import improve_order
+from kswap.allocator._search import improve_order, squeaky_wheel
 from kswap.allocator._validate import find_conflict
 
 __all__ = [
     "ALGORITHMS",
-    "DEFAULT_TIME_BUDGET",
+    "DEFAULT_WORK_BUDGET",
     "EXACT_MAX_BUFFERS",
+    "LOCAL_SEARCH_WORK",
     "Algorithm",
     "best",
     "first_fit",
     "greedy_size",
     "local_search",
     "multi_order",
+    "placement_cost",
 ]
 
 #: ``(sizes, starts, ends) -> offsets``, sizes and offsets in alignment units.
 Algorithm = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
-#: Seconds ``"best"`` (and the local search of ``"local_search"``) may spend.
-DEFAULT_TIME_BUDGET = 1.25
+#: Work units (~ns on the reference machine) ``"best"`` spends at most,
+#: its first placement included (which runs even if it costs more).
+DEFAULT_WORK_BUDGET = 1_500_000_000
 
-_SIMPLE_MAX_BUFFERS = 3_000  # below these, one-at-a-time placement is faster
-_SIMPLE_MAX_PAIRS = 1_000_000
-_SEARCH_MAX_BUFFERS = 5_000  # local search re-places one buffer at a time...
-_SEARCH_MAX_PAIRS = 300_000  # ...looking at each overlapping pair in Python
-_SECONDS_PER_PAIR = 150e-9  # cost model of the generic placement
-_SECONDS_PER_BUFFER = 5e-6
-_SECONDS_PER_SWEEP_BUFFER = 3e-6
-_DENSE_PAIRS_PER_BUFFER = 16  # denser: "best" tries the time sweeps early
+#: Work units the improvement phase of ``"local_search"`` may spend.
+LOCAL_SEARCH_WORK = 1_000_000_000
+
+# Cost model, in work units (fitted on random, synthetic and real instances).
+_ORDER_PER_BUFFER = 600  # sorting the keys, contention
+_SWEEP_PER_BUFFER = 1_700
+_DENSE_PER_BUFFER = 7_500
+_DENSE_PER_SCANNED = 1
+_DENSE_PER_PAIR = 30
+_BATCHED_FIXED = 10_000_000  # only for sparse instances: see _Problem.use_dense
+_BATCHED_PER_BUFFER = 3_000
+_BATCHED_PER_PAIR = 50
+_BATCHED_CONTENTION_FACTOR = 2  # those orders make smaller batches
+_SIMPLE_PER_BUFFER = 1_500
+_SIMPLE_PER_PAIR = 330
+_SIMPLE_BUILD_PER_PAIR = 300
+_EXACT_PER_NODE_PAIR = 60  # a branch-and-bound node costs this times n ** 2
+_EXACT_MAX_NODES = 200_000
+
+_SQUEAKY_ROUNDS = 6  # squeaky-wheel re-orderings at most, before local search
+_MIN_SEARCH_PLACEMENTS = 20  # local search is skipped if it cannot pay for these
+_DENSE_PAIRS_PER_BUFFER = 64  # denser: the dense engine, and the time sweeps first
 
 
 class _Problem:
@@ -85,9 +115,11 @@ class _Problem:
         self.n = self.sizes.size
         self.lower = inst.core_lower_bound
         self._pairs: int | None = None
-        self._placer: BatchedPlacer | SimplePlacer | None = None
+        self._scanned: int | None = None
+        self._contended: np.ndarray | None = None
+        self._placer: BatchedPlacer | DensePlacer | None = None
+        self._dense: DensePlacer | None = None
         self._simple: SimplePlacer | None = None
-        self.speed = 1.0  # measured / modelled cost of the generic placement
 
     @property
     def pairs(self) -> int:
@@ -95,21 +127,94 @@ class _Problem:
             self._pairs = count_overlapping_pairs(self.starts, self.ends)
         return self._pairs
 
+    @property
+    def scanned(self) -> int:
+        if self._scanned is None:
+            self._scanned = scan_length(self.starts, self.ends)
+        return self._scanned
+
+    # Costs -----------------------------------------------------------------
+
+    @property
+    def dense(self) -> bool:
+        """Whether lifetimes overlap a lot (real training steps do)."""
+        return self.pairs > _DENSE_PAIRS_PER_BUFFER * self.n
+
+    def dense_cost(self) -> int:
+        return (
+            _DENSE_PER_BUFFER * self.n
+            + _DENSE_PER_SCANNED * self.scanned
+            + _DENSE_PER_PAIR * self.pairs
+        )
+
+    def batched_cost(self) -> int:
+        return _BATCHED_FIXED + _BATCHED_PER_BUFFER * self.n + _BATCHED_PER_PAIR * self.pairs
+
+    def simple_cost(self) -> int:
+        return _SIMPLE_PER_BUFFER * self.n + _SIMPLE_PER_PAIR * self.pairs
+
+    def use_dense(self) -> bool:
+        """Whether the generic engine is the dense one.
+
+        The batched engine is for sparse instances (its model ignores the
+        many small batches a dense one splits into).
+        """
+        return self.dense or self.dense_cost() <= self.batched_cost()
+
+    def generic_cost(self) -> int:
+        """Work of one placement with the generic engine."""
+        return self.dense_cost() if self.use_dense() else self.batched_cost()
+
+    def cost(self, name: str) -> int:
+        """Work of placing the order called ``name``."""
+        if name in SWEEP_ORDERS:
+            return (_SWEEP_PER_BUFFER + _ORDER_PER_BUFFER) * self.n
+        placing = self.generic_cost()
+        if name.startswith("contention") and not self.use_dense():
+            placing *= _BATCHED_CONTENTION_FACTOR
+        return placing + _ORDER_PER_BUFFER * self.n
+
+    # Engines ---------------------------------------------------------------
+
+    def dense_placer(self) -> DensePlacer:
+        if self._dense is None:
+            self._dense = DensePlacer(self.sizes, self.starts, self.ends)
+        return self._dense
+
     def simple(self) -> SimplePlacer:
         if self._simple is None:
             self._simple = SimplePlacer(self.sizes, self.starts, self.ends)
         return self._simple
 
-    def placer(self) -> BatchedPlacer | SimplePlacer:
+    def placer(self) -> BatchedPlacer | DensePlacer:
+        """The generic engine: dense or batched (see :meth:`use_dense`)."""
         if self._placer is None:
-            if self.n <= _SIMPLE_MAX_BUFFERS and self.pairs <= _SIMPLE_MAX_PAIRS:
-                self._placer = self.simple()
+            if self.use_dense():
+                self._placer = self.dense_placer()
             else:
                 self._placer = BatchedPlacer(self.sizes, self.starts, self.ends)
         return self._placer
 
+    def resumable(self) -> tuple[Callable[[], SimplePlacer | DensePlacer], int, int]:
+        """An engine that can resume an order (for local search), not built yet.
+
+        Returns:
+            ``(build it, cost of building it, cost of placing every buffer)``:
+            the simple engine where it is cheaper per placement, else the
+            dense one.
+        """
+        simple = self.simple_cost()
+        if simple < self.dense_cost():
+            build = _SIMPLE_BUILD_PER_PAIR * self.pairs if self._simple is None else 0
+            return self.simple, build, simple
+        return self.dense_placer, 0, self.dense_cost()
+
+    # Placing ---------------------------------------------------------------
+
     def order(self, name: str) -> np.ndarray:
-        return placement_order(name, self.sizes, self.starts, self.ends)
+        if name in ("contention", "contention_lifetime") and self._contended is None:
+            self._contended = contention(self.sizes, self.starts, self.ends)
+        return placement_order(name, self.sizes, self.starts, self.ends, contended=self._contended)
 
     def place(self, name: str, *, best_fit: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """The named order and the core offsets it gives."""
@@ -118,20 +223,7 @@ class _Problem:
             return order, sweep_place(order, self.sizes, self.starts, self.ends)
         if best_fit and name == "end":  # a start sweep with time reversed
             return order, sweep_place(order, self.sizes, -self.ends, -self.starts)
-        began = time.perf_counter()
-        offsets = self.placer().place(order, best_fit=best_fit)
-        self.speed = max(time.perf_counter() - began, 1e-4) / self.generic_cost(calibrated=False)
-        return order, offsets
-
-    def generic_cost(self, *, calibrated: bool = True) -> float:
-        """Predicted seconds of one generic placement."""
-        model = _SECONDS_PER_PAIR * self.pairs + _SECONDS_PER_BUFFER * self.n
-        return model * (self.speed if calibrated else 1.0)
-
-    def cost(self, name: str) -> float:
-        if name in SWEEP_ORDERS:
-            return _SECONDS_PER_SWEEP_BUFFER * self.n
-        return self.generic_cost()
+        return order, self.placer().place(order, best_fit=best_fit)
 
     def arena(self, core_offsets: np.ndarray) -> int:
         return int((core_offsets + self.sizes).max(initial=0))
@@ -144,13 +236,15 @@ class _Best:
         self.problem = problem
         self.arena = -1
         self.offsets: np.ndarray | None = None
-        # (arena, offsets, best-fit order that produces them, if any)
-        self.seen: list[tuple[int, np.ndarray, np.ndarray | None]] = []
+        # (arena, offsets, order that produces them or None, best fit?)
+        self.seen: list[tuple[int, np.ndarray, np.ndarray | None, bool]] = []
 
-    def offer(self, offsets: np.ndarray, order: np.ndarray | None = None) -> None:
-        """Records a placement (and the best-fit order it comes from, if any)."""
+    def offer(
+        self, offsets: np.ndarray, order: np.ndarray | None = None, best_fit: bool = True
+    ) -> None:
+        """Records a placement (and the order it comes from, if any)."""
         arena = self.problem.arena(offsets)
-        self.seen.append((arena, offsets, order))
+        self.seen.append((arena, offsets, order, best_fit))
         if self.offsets is None or arena < self.arena:
             self.arena, self.offsets = arena, offsets
 
@@ -158,13 +252,28 @@ class _Best:
     def optimal(self) -> bool:
         return self.offsets is not None and self.arena <= self.problem.lower
 
-    def best_order(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The best placement that came from a best-fit order, with that order."""
-        ordered = [(a, o, order) for a, o, order in self.seen if order is not None]
+    def best_order(self, *, best_fit_only: bool) -> tuple[int, np.ndarray, np.ndarray, bool] | None:
+        """The best placement that came from an order: arena, offsets, order, best fit."""
+        ordered = [
+            item for item in self.seen if item[2] is not None and (item[3] or not best_fit_only)
+        ]
         if not ordered:
             return None
-        _, offsets, order = min(ordered, key=lambda item: item[0])
-        return order, offsets
+        return min(ordered, key=lambda item: item[0])  # the first of the smallest
+
+
+class _Budget:
+    """Work units left to spend."""
+
+    def __init__(self, work: int) -> None:
+        self.left = work
+
+    def spend(self, work: int) -> bool:
+        """Spends ``work`` if that much is left; False (spending nothing) if not."""
+        if work > self.left:
+            return False
+        self.left -= work
+        return True
 
 
 def _run(algorithm: Callable[[_Problem], np.ndarray]) -> Algorithm:
@@ -196,24 +305,36 @@ def _orders(
     problem: _Problem,
     found: _Best,
     steps: tuple[tuple[str, bool], ...],
-    deadline: float | None = None,
+    budget: _Budget | None = None,
 ) -> None:
-    """Tries ``(order, best_fit)`` steps (those that fit before the deadline).
+    """Tries ``(order, best_fit)`` steps (those the budget pays for).
 
     Stops as soon as a placement reaches the lower bound.
     """
     for name, best_fit in steps:
         if found.optimal:
             return
-        if deadline is not None and time.perf_counter() + problem.cost(name) > deadline:
+        if budget is not None and not budget.spend(problem.cost(name)):
             continue
         order, offsets = problem.place(name, best_fit=best_fit)
-        found.offer(offsets, order if best_fit else None)
+        found.offer(offsets, order, best_fit)
 
 
 _MULTI_ORDER_STEPS = tuple((name, True) for name in (*ORDERS, *SWEEP_ORDERS))
 # What "best" tries after greedy by size, most often useful first.
-_BEST_GENERIC_STEPS = (("size", False), ("contention", True), ("lifetime", True), ("breadth", True))
+_BEST_GENERIC_STEPS = (
+    ("size", False),
+    ("contention_lifetime", True),
+    ("size_class", True),
+    ("contention", True),
+    ("contention_lifetime", False),
+    ("size_class", False),
+    ("contention", False),
+    ("breadth", True),
+    ("lifetime", True),
+    ("breadth", False),
+    ("lifetime", False),
+)
 
 
 def _multi_order(problem: _Problem) -> np.ndarray:
@@ -223,37 +344,91 @@ def _multi_order(problem: _Problem) -> np.ndarray:
     return found.offsets
 
 
-def _improve(problem: _Problem, found: _Best, deadline: float) -> None:
-    """Exact search for a few buffers, else local search from the best order."""
+def _improve(problem: _Problem, found: _Best, budget: _Budget) -> None:
+    """Exact search for a few buffers; else squeaky wheel, then local search.
+
+    Spends what the budget pays for, deterministically: branch-and-bound
+    nodes, squeaky-wheel rounds (up to ``_SQUEAKY_ROUNDS``) and local-search
+    placements are counted, not timed.
+    """
     if found.optimal:
         return
-    if problem.n <= EXACT_MAX_BUFFERS:
+    n = problem.n
+    if n <= EXACT_MAX_BUFFERS:
+        node_cost = _EXACT_PER_NODE_PAIR * max(n, 1) ** 2
+        nodes = min(_EXACT_MAX_NODES, budget.left // node_cost)
+        if nodes < 1:
+            return
+        budget.spend(nodes * node_cost)
         offsets, _ = exact_pack(
             problem.sizes,
             problem.starts,
             problem.ends,
             upper=found.arena,
             lower=problem.lower,
-            deadline=deadline,
+            node_limit=nodes,
         )
         if offsets is not None:
             found.offer(offsets)
         return
-    if problem.n > _SEARCH_MAX_BUFFERS or problem.pairs > _SEARCH_MAX_PAIRS:
+    start = found.best_order(best_fit_only=False)
+    if start is not None:
+        arena, offsets, order, best_fit = start
+        rounds = min(_SQUEAKY_ROUNDS, budget.left // max(problem.generic_cost(), 1))
+        budget.spend(rounds * problem.generic_cost())
+        placer = problem.placer()
+        steps = squeaky_wheel(
+            lambda o: placer.place(o, best_fit=best_fit),
+            problem.sizes,
+            order,
+            offsets,
+            lower=problem.lower,
+            rounds=rounds,
+        )
+        for new_order, new_offsets in steps:
+            found.offer(new_offsets, new_order, best_fit)
+            if found.optimal:
+                return
+    start = found.best_order(best_fit_only=True)
+    if start is None or found.optimal:
         return
-    start = found.best_order()
-    if start is None:
+    make_placer, build, full = problem.resumable()
+    per_buffer = max(full // n, 1)
+    work = (budget.left - build) // per_buffer
+    if work < _MIN_SEARCH_PLACEMENTS * n:
         return
-    order, offsets = improve_order(problem.simple(), *start, lower=problem.lower, deadline=deadline)
+    budget.spend(build + work * per_buffer)
+    _, offsets, order, _ = start
+    order, offsets = improve_order(
+        make_placer(), order, offsets, lower=problem.lower, work=int(work)
+    )
     found.offer(offsets, order)
 
 
 def _local_search(problem: _Problem) -> np.ndarray:
-    """``multi_order``, then exact or local search."""
+    """``multi_order``, then exact search, or squeaky wheel and local search."""
     found = _Best(problem)
     _orders(problem, found, _MULTI_ORDER_STEPS)
-    _improve(problem, found, time.perf_counter() + DEFAULT_TIME_BUDGET)
+    _improve(problem, found, _Budget(LOCAL_SEARCH_WORK))
     return found.offsets
+
+
+def _best_steps(problem: _Problem, work_budget: int) -> tuple[tuple[str, bool], ...]:
+    """The ``(order, best_fit)`` steps of ``"best"``, most useful first.
+
+    Greedy by size comes first - or, when its cost exceeds twice the budget,
+    the start-time sweep - and always runs.
+    """
+    affordable = problem.cost("size") <= 2 * work_budget
+    first = ("size", True) if affordable else ("start", True)
+    sweeps = tuple((name, True) for name in SWEEP_ORDERS)
+    steps = sweeps + _BEST_GENERIC_STEPS if problem.dense else _BEST_GENERIC_STEPS + sweeps
+    return (first, *(step for step in steps if step != first))
+
+
+def placement_cost(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+    """Work units of placing the buffers in one order (greedy by size's cost)."""
+    return _Problem(Instance(sizes, starts, ends)).cost("size")
 
 
 def best(
@@ -261,46 +436,53 @@ def best(
     starts: np.ndarray,
     ends: np.ndarray,
     *,
-    time_budget: float = DEFAULT_TIME_BUDGET,
+    work_budget: int = DEFAULT_WORK_BUDGET,
 ) -> np.ndarray:
-    """The smallest valid packing the other algorithms find in ``time_budget``.
+    """The smallest valid packing the other algorithms find within a work budget.
+
+    Which steps run depends on the instance alone (its numbers of buffers
+    and of overlapping lifetimes, through the cost model of this module),
+    never on the clock, so the result is the same on every machine.
 
     First runs greedy by size - or, when lifetimes overlap so much that it
-    is predicted to take more than twice the budget, the start-time sweep
-    (``O(n log n)``). Then, while the predicted cost of the next step fits
-    in what is left of the budget: first fit, the other orders and the time
-    sweeps (the sweeps first when lifetimes overlap a lot), then exact
-    search (up to :data:`EXACT_MAX_BUFFERS` buffers) or local search (up to
-    5,000 buffers and 300,000 overlapping pairs). The first step always
-    runs, so a huge instance may take longer than the budget. Stops as soon
-    as a packing reaches the lower bound. The result is checked for
-    overlaps, falling back to the next best packing. Predictions use a cost
-    model (~150 ns per pair of overlapping lifetimes) scaled by the measured
-    speed of the previous generic placement.
+    would cost more than twice the budget, the start-time sweep
+    (``O(n log n)``); that first step always runs, so a huge instance may
+    cost more than the budget. Then, in turn, each step whose predicted
+    cost fits in what is left of the budget: first fit, the orders of
+    ``"multi_order"`` with best and then first fit (contention then
+    lifetime, size class and contention first) and the time sweeps (first
+    when lifetimes overlap a lot). Then exact search (up to
+    :data:`EXACT_MAX_BUFFERS` buffers, as many nodes as the rest of the
+    budget pays for), or up to 6 squeaky-wheel re-orderings of the best
+    order and a local search, with as many placements as the rest of the
+    budget pays for. Stops as soon as a packing reaches the lower bound.
+    The result is checked for overlaps, falling back to the next best
+    packing.
+
+    With the default budget (about 1.5 s of work on the reference machine)
+    real training steps of a few thousand buffers get every order (and,
+    if they are not optimal yet, some squeaky-wheel rounds), and 100,000
+    random buffers two or three placements.
 
     Args:
         sizes: Sizes in alignment units.
         starts: Start times.
         ends: End times (exclusive).
-        time_budget: Seconds to spend (a guide, not a hard limit).
+        work_budget: Work units (about nanoseconds on the reference machine)
+            to spend, the first step included.
     """
-    began = time.perf_counter()
-    deadline = began + time_budget
     inst = Instance(sizes, starts, ends)
     problem = _Problem(inst)
     if problem.n == 0:
         return inst.full_offsets(np.zeros(0, np.int64))
     found = _Best(problem)
-    affordable = problem.generic_cost() <= 2 * time_budget
-    first = ("size", True) if affordable else ("start", True)
+    budget = _Budget(work_budget)
+    first, *rest = _best_steps(problem, work_budget)
+    budget.spend(min(problem.cost(first[0]), budget.left))
     _orders(problem, found, (first,))
-    sweeps = tuple((name, True) for name in SWEEP_ORDERS)
-    dense = problem.pairs > _DENSE_PAIRS_PER_BUFFER * problem.n
-    steps = sweeps + _BEST_GENERIC_STEPS if dense else _BEST_GENERIC_STEPS + sweeps
-    rest = tuple(step for step in steps if step != first)
-    _orders(problem, found, rest, deadline)
-    _improve(problem, found, deadline)
-    for _, offsets, _ in sorted(found.seen, key=lambda item: item[0]):
+    _orders(problem, found, tuple(rest), budget)
+    _improve(problem, found, budget)
+    for _, offsets, _, _ in sorted(found.seen, key=lambda item: item[0]):
         full = inst.full_offsets(offsets)
         if find_conflict(inst.sizes, inst.starts, inst.ends, full) is None:
             return full

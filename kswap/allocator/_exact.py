@@ -20,8 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 __all__ = ["exact_pack", "EXACT_MAX_BUFFERS"]
@@ -48,7 +46,6 @@ def exact_pack(
     upper: int | None = None,
     lower: int = 0,
     node_limit: int = 200_000,
-    deadline: float | None = None,
 ) -> tuple[np.ndarray | None, bool]:
     """An arena-minimal packing of a few buffers.
 
@@ -58,8 +55,8 @@ def exact_pack(
         ends: End times (exclusive).
         upper: Arena of a known packing: only strictly better ones are sought.
         lower: A lower bound: the search stops when it is reached.
-        node_limit: Search nodes to visit at most.
-        deadline: ``time.perf_counter()`` value at which to give up.
+        node_limit: Search nodes to visit at most (so the search is
+            deterministic).
 
     Returns:
         ``(offsets, proven)``: the best packing found (None if none beats
@@ -85,9 +82,6 @@ def exact_pack(
             best[0], best[1] = top, list(offset)
             return top <= lower
         if nodes[0] > node_limit:
-            return True
-        if deadline is not None and nodes[0] % 256 == 0 and time.perf_counter() > deadline:
-            nodes[0] = node_limit + 1
             return True
         fits = []
         bound = top

@@ -1,12 +1,20 @@
 """Placement orders: which buffer to place next.
 
 Each order is a permutation of the (core) buffers. ``"size"`` is the
-SmartPool / TFLite greedy-by-size order; the others are the alternatives the
-XLA heap simulator tries (lifetime, breadth = size * lifetime), plus the
-buffer's *contention* (the most bytes alive at one time during its life:
-buffers alive at the peak first) and the two time sweeps, which place
-buffers as an allocator would (in order of start, or of end with time
-reversed).
+SmartPool / TFLite greedy-by-size order; ``"lifetime"`` and ``"breadth"``
+(size * lifetime) are the alternatives the XLA heap simulator tries. The
+others:
+
+* ``"contention"``: by the buffer's contention - the most bytes alive at one
+  time during its life - so the buffers alive at the peak come first;
+* ``"contention_lifetime"``: the same, longer lifetimes first among equal
+  contention (rather than larger sizes), so that small long-lived buffers
+  are not left to sit on top of everything;
+* ``"size_class"``: by size rounded down to a power of two, and in order of
+  start time within a class - greedy by size that sweeps time like an
+  allocator among similar sizes;
+* ``"start"`` and ``"end"``: the two time sweeps, which place buffers as an
+  allocator would (in order of start, or of end with time reversed).
 
 Example:
     >>> import numpy as np
@@ -21,15 +29,15 @@ import numpy as np
 
 from kswap.allocator._intervals import load_profile
 
-__all__ = ["ORDERS", "SWEEP_ORDERS", "placement_order"]
+__all__ = ["ORDERS", "SWEEP_ORDERS", "contention", "placement_order"]
 
-#: Orders placed with the generic engines, cheapest to compute first.
-ORDERS = ("size", "breadth", "contention", "lifetime")
+#: Orders placed with the generic engines.
+ORDERS = ("size", "breadth", "lifetime", "size_class", "contention", "contention_lifetime")
 #: Orders placed by sweeping time (``"end"`` with time reversed).
 SWEEP_ORDERS = ("start", "end")
 
 
-def _contention(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def contention(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Most bytes alive at one time during each buffer's lifetime."""
     times, load = load_profile(sizes, starts, ends)
     first = np.searchsorted(times, starts)
@@ -51,12 +59,18 @@ def _contention(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
 
 
 def placement_order(
-    name: str, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    name: str,
+    sizes: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    *,
+    contended: np.ndarray | None = None,
 ) -> np.ndarray:
     """The permutation of the buffers for the order called ``name``.
 
     Ties are broken by the size-order criteria (larger, then longer-lived,
     then earlier), then by index, so every order is deterministic.
+    ``contended`` may pass :func:`contention` of the buffers, if known.
     """
     n = sizes.size
     lengths = ends - starts
@@ -67,8 +81,16 @@ def placement_order(
         keys = (*tie, -lengths)
     elif name == "breadth":
         keys = (*tie, -(sizes.astype(np.float64) * lengths))
-    elif name == "contention":
-        keys = (*tie, -_contention(sizes, starts, ends))
+    elif name in ("contention", "contention_lifetime"):
+        if contended is None:
+            contended = contention(sizes, starts, ends)
+        if name == "contention":
+            keys = (*tie, -contended)
+        else:
+            keys = (*tie, -lengths, -contended)
+    elif name == "size_class":
+        size_class = np.frexp(sizes.astype(np.float64))[1]
+        keys = (*tie, starts, -size_class)
     elif name == "start":
         keys = (*tie, starts)
     elif name == "end":

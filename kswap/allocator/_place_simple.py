@@ -45,7 +45,7 @@ class SimplePlacer:
         order: np.ndarray,
         *,
         best_fit: bool,
-        offsets: list[int] | None = None,
+        offsets: list[int] | np.ndarray | None = None,
         start: int = 0,
     ) -> np.ndarray:
         """Offsets of the buffers placed in ``order``.
@@ -62,7 +62,7 @@ class SimplePlacer:
         rank = [0] * n
         for r, i in enumerate(order_l):
             rank[i] = r
-        off = list(offsets) if offsets is not None else [0] * n
+        off = np.asarray(offsets).tolist() if offsets is not None else [0] * n
         sizes, neighbors = self.sizes, self.neighbors
         for r in range(start, n):
             j = order_l[r]

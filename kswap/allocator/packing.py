@@ -206,11 +206,13 @@ def pack(buffers: BufferSpec, *, algorithm: str = "best", alignment: int = 256) 
             a non-empty ``steps`` attribute (``(start_ns, end_ns)`` windows),
             only the last step: buffers alive in that window, clipped to it
             (those left with no lifetime are dropped).
-        algorithm: One of :data:`ALGORITHMS`. ``"best"`` runs the others as
-            its time budget (about a second) allows and keeps the smallest
-            arena, so its result can depend on the machine's speed; the
-            others are deterministic (``"local_search"`` unless its
-            one-second search is cut short). They are described in
+        algorithm: One of :data:`ALGORITHMS`. ``"best"`` runs the others,
+            as much of them as a work budget decided from the instance (its
+            numbers of buffers and of overlapping lifetimes) pays for, and
+            keeps the smallest arena: about a second or two for a real
+            training step or 100,000 buffers. Every algorithm is
+            deterministic: the same buffers always give the same plan,
+            whatever the machine's speed or load. They are described in
             :mod:`kswap.allocator._algorithms`.
         alignment: Sizes are rounded up to, and offsets are multiples of,
             this power of two.

@@ -14,8 +14,10 @@ from kswap.allocator._instance import Instance
 from kswap.allocator._intervals import count_overlapping_pairs, iter_overlapping_pairs, peak_load
 from kswap.allocator._orders import ORDERS, SWEEP_ORDERS, placement_order
 from kswap.allocator._place_batched import BatchedPlacer, _overlaps_earlier
+from kswap.allocator._place_dense import DensePlacer, scan_length
 from kswap.allocator._place_simple import SimplePlacer
 from kswap.allocator._place_sweep import sweep_place
+from kswap.allocator._search import improve_order, squeaky_wheel
 from kswap.allocator._synthetic import random_instance, training_step_instance
 from kswap.allocator._validate import find_conflict
 
@@ -56,10 +58,12 @@ def test_engines_match_the_reference():
         order = rng.permutation(sizes.size)
         simple = SimplePlacer(sizes, starts, ends)
         batched = BatchedPlacer(sizes, starts, ends)
+        dense = DensePlacer(sizes, starts, ends)
         for best_fit in (True, False):
             expected = reference_place(order, sizes, starts, ends, best_fit=best_fit)
             np.testing.assert_array_equal(simple.place(order, best_fit=best_fit), expected)
             np.testing.assert_array_equal(batched.place(order, best_fit=best_fit), expected)
+            np.testing.assert_array_equal(dense.place(order, best_fit=best_fit), expected)
             assert find_conflict(sizes, starts, ends, expected) is None
 
 
@@ -85,16 +89,42 @@ def test_batched_engine_on_a_large_instance():
         np.testing.assert_array_equal(offsets, expected)
 
 
-def test_incremental_placement_resumes_an_order():
+@pytest.mark.parametrize("engine", [SimplePlacer, DensePlacer])
+def test_incremental_placement_resumes_an_order(engine):
     sizes, starts, ends = random_instance(200, seed=5)
     sizes = (sizes + 255) // 256
-    placer = SimplePlacer(sizes, starts, ends)
+    placer = engine(sizes, starts, ends)
     order = np.random.default_rng(0).permutation(200)
-    full = placer.place(order, best_fit=True)
-    changed = order.copy()
-    changed[120:] = changed[120:][::-1]
-    resumed = placer.place(changed, best_fit=True, offsets=full.tolist(), start=120)
-    np.testing.assert_array_equal(resumed, placer.place(changed, best_fit=True))
+    for best_fit in (True, False):
+        full = placer.place(order, best_fit=best_fit)
+        changed = order.copy()
+        changed[120:] = changed[120:][::-1]
+        resumed = placer.place(changed, best_fit=best_fit, offsets=full, start=120)
+        np.testing.assert_array_equal(resumed, placer.place(changed, best_fit=best_fit))
+        resumed = placer.place(changed, best_fit=best_fit, offsets=full.tolist(), start=120)
+        np.testing.assert_array_equal(resumed, placer.place(changed, best_fit=best_fit))
+
+
+def test_dense_engine_on_real_like_instances():
+    # Long activations overlapping hundreds of buffers, plus one buffer alive
+    # almost throughout (the run each buffer scans is then most of the order).
+    for n, seed in ((1000, 0), (600, 1)):
+        sizes, starts, ends = training_step_instance(n, seed=seed)
+        sizes = (sizes + 255) // 256
+        keep = (starts > starts.min()) | (ends < ends.max())  # no whole-horizon buffers
+        sizes, starts, ends = sizes[keep], starts[keep], ends[keep]
+        if seed:
+            sizes = np.append(sizes, 3)
+            starts = np.append(starts, starts.min() + 1)
+            ends = np.append(ends, ends.max() - 1)
+        for name in ORDERS:
+            order = placement_order(name, sizes, starts, ends)
+            for best_fit in (True, False):
+                expected = SimplePlacer(sizes, starts, ends).place(order, best_fit=best_fit)
+                got = DensePlacer(sizes, starts, ends).place(order, best_fit=best_fit)
+                np.testing.assert_array_equal(got, expected)
+        pairs = count_overlapping_pairs(starts, ends)
+        assert pairs <= scan_length(starts, ends) <= sizes.size**2
 
 
 def test_orders_are_permutations():
@@ -226,3 +256,42 @@ def test_exact_pack_finds_the_optimum():
     assert none is None and proven  # nothing beats 6
     _, proven = exact_pack(sizes, starts, ends, node_limit=1)
     assert not proven
+
+
+def test_local_search_counts_its_work():
+    sizes, starts, ends = random_instance(300, seed=2)
+    sizes = (sizes + 255) // 256
+    placer = SimplePlacer(sizes, starts, ends)
+    order = placement_order("size", sizes, starts, ends)
+    offsets = placer.place(order, best_fit=True)
+    arena = int((offsets + sizes).max())
+    same = improve_order(placer, order, offsets, lower=0, work=0)
+    np.testing.assert_array_equal(same[1], offsets)
+    runs = [improve_order(placer, order, offsets, lower=0, work=20_000) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], placer.place(runs[0][0], best_fit=True))
+    assert int((runs[0][1] + sizes).max()) <= arena
+    dense = improve_order(DensePlacer(sizes, starts, ends), order, offsets, lower=0, work=20_000)
+    np.testing.assert_array_equal(dense[1], runs[0][1])  # same moves, same placements
+
+
+def test_squeaky_wheel_puts_the_top_buffers_first():
+    sizes, starts, ends = random_instance(300, seed=3)
+    sizes = (sizes + 255) // 256
+    placer = DensePlacer(sizes, starts, ends)
+    order = placement_order("size", sizes, starts, ends)
+    offsets = placer.place(order, best_fit=True)
+
+    def place(o):
+        return placer.place(o, best_fit=True)
+
+    rounds = list(squeaky_wheel(place, sizes, order, offsets, lower=0, rounds=3))
+    assert len(rounds) == 3
+    new_order, new_offsets = rounds[0]
+    tops = offsets + sizes
+    on_top = [int(i) for i in order if tops[i] == tops.max()]
+    assert new_order[: len(on_top)].tolist() == on_top
+    assert sorted(new_order.tolist()) == list(range(sizes.size))
+    np.testing.assert_array_equal(new_offsets, place(new_order))
+    # At the lower bound there is nothing to do.
+    assert not list(squeaky_wheel(place, sizes, order, offsets, lower=10**12, rounds=3))

@@ -18,6 +18,7 @@ MODULES = [
     "kswap.allocator._intervals",
     "kswap.allocator._orders",
     "kswap.allocator._place_batched",
+    "kswap.allocator._place_dense",
     "kswap.allocator._place_simple",
     "kswap.allocator._place_sweep",
     "kswap.allocator._search",
