@@ -26,6 +26,13 @@ def measure_fresh(model: str, input_shape: str, batch: int, steps: int = 3) -> d
     return run_json(["-m", "kswap", "measure", *args, "--steps", str(steps), "--json"])
 
 
+def model_args(parser, *, models: str, input_shape: str, batch: int) -> None:
+    """The arguments every per-model benchmark takes."""
+    parser.add_argument("--models", default=models, help="keras.applications names")
+    parser.add_argument("--input", default=input_shape, help="input shape, e.g. 64,64,3")
+    parser.add_argument("--batch", type=int, default=batch)
+
+
 def table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import mib, run_json, table
+from _common import mib, model_args, run_json, table
 
 CODE = """
 import json, sys, kswap
@@ -30,9 +30,7 @@ print(json.dumps({"buffers": c.buffers, "lower": c.lower_bound_bytes, "bfc": c.b
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--models", default="ResNet50,MobileNetV2,VGG16,DenseNet121")
-    p.add_argument("--input", default="64,64,3")
-    p.add_argument("--batch", type=int, default=16)
+    model_args(p, models="ResNet50,MobileNetV2,VGG16,DenseNet121", input_shape="64,64,3", batch=16)
     args = p.parse_args()
     rows = []
     for name in args.models.split(","):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import mib, run_json, table
+from _common import mib, model_args, run_json, table
 
 CODE = """
 import json, sys, kswap, numpy as np
@@ -26,9 +26,7 @@ print(json.dumps({"kswap": t.peak_bytes(), "allocator": t.metadata["allocator_pe
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--models", default="ResNet50,MobileNetV2,VGG16,DenseNet121")
-    p.add_argument("--input", default="64,64,3")
-    p.add_argument("--batch", type=int, default=16)
+    model_args(p, models="ResNet50,MobileNetV2,VGG16,DenseNet121", input_shape="64,64,3", batch=16)
     args = p.parse_args()
     rows = []
     for name in args.models.split(","):

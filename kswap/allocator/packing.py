@@ -57,7 +57,6 @@ class Buffer:
         Buffer(size=1024, start=0, end=2)
         >>> Buffer(1024, 5, 3)
         Traceback (most recent call last):
-        ...
         ValueError: `end` must be greater than `start`. Received: start=5, end=3
     """
 
@@ -99,7 +98,6 @@ class PackingPlan:
         (768, 1024)
         >>> plan.validate()
         Traceback (most recent call last):
-        ...
         ValueError: Buffers 0 and 1 are both alive during [1, 2) and overlap in memory: ...
     """
 
