@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -31,6 +32,23 @@ def model_args(parser, *, models: str, input_shape: str, batch: int) -> None:
     parser.add_argument("--models", default=models, help="keras.applications names")
     parser.add_argument("--input", default=input_shape, help="input shape, e.g. 64,64,3")
     parser.add_argument("--batch", type=int, default=batch)
+
+
+def per_model(description: str, code: str, **defaults):
+    """Parses the per-model arguments; returns them and ``(name, result)`` pairs.
+
+    Each model runs ``python -c CODE keras.applications.NAME INPUT BATCH`` in a
+    fresh process (lazily, as the pairs are consumed).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    model_args(parser, **defaults)
+    args = parser.parse_args()
+    spec = [args.input, str(args.batch)]
+    pairs = (
+        (name, run_json(["-c", code, f"keras.applications.{name}", *spec]))
+        for name in args.models.split(",")
+    )
+    return args, pairs
 
 
 def table(headers: list[str], rows: list[list]) -> str:

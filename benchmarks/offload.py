@@ -67,12 +67,14 @@ def worker(args) -> None:
 
 
 def _floor(trace, model) -> int:
+    from kswap.profiler.profile import variable_bytes
+
     lo, hi = trace.steps[-1]
     device = trace.tier("device")
     resident = sum(
         b.size for b in device if (b.alive_at_start or b.start_ns < lo) and b.alive_at(lo)
     )
-    grads = sum(int(v.numpy().nbytes) for v in model.trainable_weights)
+    grads = sum(variable_bytes(v) for v in model.trainable_weights)
     events = sorted({b.start_ns for b in device if lo <= b.start_ns < hi})
     backward = [b for b in device if b.op and b.op.startswith("gradient_tape/") and b.layer]
     working = 0

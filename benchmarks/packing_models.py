@@ -11,9 +11,7 @@ Without a GPU, device memory is emulated on CPU:0.
 
 from __future__ import annotations
 
-import argparse
-
-from _common import mib, model_args, run_json, table
+from _common import mib, per_model, table
 
 CODE = """
 import json, sys, kswap
@@ -29,12 +27,10 @@ print(json.dumps({"buffers": c.buffers, "lower": c.lower_bound_bytes, "bfc": c.b
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    model_args(p, models="ResNet50,MobileNetV2,VGG16,DenseNet121", input_shape="64,64,3", batch=16)
-    args = p.parse_args()
+    models = "ResNet50,MobileNetV2,VGG16,DenseNet121"
+    args, results = per_model(__doc__, CODE, models=models, input_shape="64,64,3", batch=16)
     rows = []
-    for name in args.models.split(","):
-        d = run_json(["-c", CODE, f"keras.applications.{name}", args.input, str(args.batch)])
+    for name, d in results:
         lb = d["lower"]
         arena = {a: b for a, b, _ in d["rows"]}
         rows.append(

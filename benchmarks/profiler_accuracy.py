@@ -9,9 +9,7 @@ compared with it. On a machine without a GPU, device memory is emulated.
 
 from __future__ import annotations
 
-import argparse
-
-from _common import mib, model_args, run_json, table
+from _common import mib, per_model, table
 
 CODE = """
 import json, sys, kswap, numpy as np
@@ -25,12 +23,10 @@ print(json.dumps({"kswap": t.peak_bytes(), "allocator": t.metadata["allocator_pe
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    model_args(p, models="ResNet50,MobileNetV2,VGG16,DenseNet121", input_shape="64,64,3", batch=16)
-    args = p.parse_args()
+    models = "ResNet50,MobileNetV2,VGG16,DenseNet121"
+    args, results = per_model(__doc__, CODE, models=models, input_shape="64,64,3", batch=16)
     rows = []
-    for name in args.models.split(","):
-        d = run_json(["-c", CODE, f"keras.applications.{name}", args.input, str(args.batch)])
+    for name, d in results:
         diff = 100 * (d["kswap"] - d["allocator"]) / d["allocator"]
         rows.append([name, mib(d["kswap"]), mib(d["allocator"]), f"{diff:+.2f}%", d["buffers"]])
         print(rows[-1], flush=True)

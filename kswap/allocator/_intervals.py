@@ -15,9 +15,31 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["count_overlapping_pairs", "iter_overlapping_pairs", "peak_load", "load_profile"]
+__all__ = [
+    "count_overlapping_pairs",
+    "iter_overlapping_pairs",
+    "load_profile",
+    "peak_load",
+    "range_table",
+]
 
 _CHUNK_PAIRS = 1 << 21
+
+
+def range_table(values: np.ndarray, combine=np.minimum) -> list[np.ndarray]:
+    """Sparse table: ``table[k][i] = combine(values[i : i + 2**k])``.
+
+    With ``np.minimum`` (or ``np.maximum``) any range's minimum (maximum) is
+    two lookups: ``combine(table[k][i], table[k][j - 2**k])`` for ``[i, j)``
+    with ``2**k <= j - i < 2**(k + 1)``.
+    """
+    table = [values]
+    width = 1
+    while 2 * width <= values.size:
+        prev = table[-1]
+        table.append(combine(prev[:-width], prev[width:]))
+        width *= 2
+    return table
 
 
 def load_profile(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kswap.allocator._intervals import load_profile
+from kswap.allocator._intervals import load_profile, range_table
 
 __all__ = ["ORDERS", "SWEEP_ORDERS", "contention", "placement_order"]
 
@@ -42,13 +42,7 @@ def contention(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
     times, load = load_profile(sizes, starts, ends)
     first = np.searchsorted(times, starts)
     stop = np.searchsorted(times, ends)  # load[first:stop] covers the lifetime
-    # Sparse table of range maxima.
-    table = [load]
-    width = 1
-    while 2 * width <= load.size:
-        prev = table[-1]
-        table.append(np.maximum(prev[:-width], prev[width:]))
-        width *= 2
+    table = range_table(load, np.maximum)
     level = np.frexp((stop - first).astype(np.float64))[1] - 1
     out = np.empty(sizes.size, dtype=np.int64)
     for k in np.unique(level):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from kswap.allocator._gaps import choose_offset
+from kswap.allocator._intervals import range_table
 
 __all__ = ["BatchedPlacer"]
 
@@ -34,17 +35,6 @@ _MIN_WINDOW = 32
 _MAX_WINDOW = 4096
 _WINDOW_PER_READY = 16
 _INT64_LIMIT = 1 << 62
-
-
-def _range_min_table(values: np.ndarray) -> list[np.ndarray]:
-    """Sparse table: ``table[k][i] = values[i : i + 2**k].min()``."""
-    table = [values]
-    width = 1
-    while 2 * width <= values.size:
-        prev = table[-1]
-        table.append(np.minimum(prev[:-width], prev[width:]))
-        width *= 2
-    return table
 
 
 def _overlaps_earlier(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -75,7 +65,7 @@ def _overlaps_earlier(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         return blocked
     inside = np.full(n, n)
     has = hi > lo
-    table = _range_min_table(by_start)
+    table = range_table(by_start, np.minimum)
     length = hi[has] - lo[has]
     k = np.frexp(length.astype(np.float64))[1] - 1
     vals = np.full(length.size, n)

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import glob
+import math
 import os
 import shutil
 import tempfile
@@ -32,7 +33,7 @@ from kswap.profiler._state import preserved_state
 from kswap.profiler.attribution import layer_tree, resolver
 from kswap.trace import STEP_MARKER, Trace, build_trace, read_xspace
 
-__all__ = ["profile", "ProfilerBusyError", "OPTIMIZER", "OPTIMIZER_UPDATE"]
+__all__ = ["profile", "ProfilerBusyError", "OPTIMIZER", "OPTIMIZER_UPDATE", "variable_bytes"]
 
 #: ``Trace.by_layer`` key of the optimizer's state (slots, iteration count).
 OPTIMIZER = "(optimizer state)"
@@ -90,6 +91,11 @@ def profile_steps(model, batches: Sequence[tuple], logdir: str) -> str:
     return new[-1]
 
 
+def variable_bytes(v) -> int:
+    """Bytes a variable holds, from its shape and dtype (no copy of its value)."""
+    return math.prod(v.shape) * tf.as_dtype(v.dtype).size
+
+
 def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
     """Builds kswap's :class:`Trace` of a profiler file written for ``model``."""
     space = read_xspace(path)
@@ -104,11 +110,11 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
 
     residents: dict[str, list[int]] = {}
     for layer in model.layers:
-        sizes = [int(v.numpy().nbytes) for v in layer.weights]
+        sizes = [variable_bytes(v) for v in layer.weights]
         if sizes:
             residents[layer.name] = sizes
     if model.optimizer is not None:
-        residents[OPTIMIZER] = [int(v.numpy().nbytes) for v in model.optimizer.variables]
+        residents[OPTIMIZER] = [variable_bytes(v) for v in model.optimizer.variables]
     trace = build_trace(
         space.memory_events,
         emulated=emulated,
