@@ -150,18 +150,19 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
 
     @tf.custom_gradient
     def block(*xs):
-        structure["scope"] = tf.compat.v1.get_default_graph().get_name_scope() if graph else ""
         seeds_before = lstate.seed_values()
         if graph:
-            outputs, ops = replay.record_ops(lambda: wrapper.layer(rebuild(xs), *args, **kwargs))
+            outputs, ops, scopes = replay.record_ops(
+                lambda: wrapper.layer(rebuild(xs), *args, **kwargs)
+            )
         else:
-            outputs, ops = wrapper.layer(rebuild(xs), *args, **kwargs), []
+            outputs, ops, scopes = wrapper.layer(rebuild(xs), *args, **kwargs), [], {}
         structure["outputs"] = outputs
         flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
         plan = replay.plan_replay(ops, xs, flat_out) if graph else None
         if plan is not None and plan.replayable:
-            _offload_reads(state, plan)
-            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, structure["scope"])
+            _offload_reads(state, plan, xs)
+            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes)
         else:
             if plan is not None:
                 wrapper.fallbacks.append(plan.reason)
@@ -190,9 +191,17 @@ def _keep_keras_attributes(new, inner) -> None:
                 pass
 
 
-def _offload_reads(state: GraphState, plan: replay.ReplayPlan) -> None:
+def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> None:
+    # an input is "skipped" (no gradient wanted) as in replay_gradients
+    wanted = {x.ref() for x in xs} | {t.ref() for op in plan.ops for t in op.outputs}
     for op in plan.ops:
-        ins, outs = saved.reads(op.type, len(op.inputs), len(op.outputs))
+        ins, outs = saved.reads(
+            op.type,
+            len(op.inputs),
+            len(op.outputs),
+            skipped=frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted),
+            scalars=frozenset(i for i, t in enumerate(op.inputs) if t.shape.rank == 0),
+        )
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
             if _worth_offloading(t):
                 state.offload(t)
@@ -206,15 +215,10 @@ def _unique(xs) -> list[bool]:
     return first
 
 
-def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scope: str):
+def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes):
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
-        # named like TensorFlow's own backward ops, so profiles attribute them
-        with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
-            return _grad(list(upstream), variables)
-
-    def _grad(upstream, variables):
         state.arrive(index, upstream)
         gate = state.gate(index, wrapper.prefetch)
 
@@ -227,7 +231,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
 
         reads = _variable_reads(graph, plan.ops, variables or [])
         source_grads, var_grads = replay.replay_gradients(
-            plan.ops, xs, flat_out, upstream, fetch, reads
+            plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes
         )
         return _gradients(xs, source_grads, var_grads, variables)
 

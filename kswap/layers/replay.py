@@ -14,7 +14,7 @@ Example:
     >>> from kswap.layers.replay import record_ops, replay_gradients
     >>> @tf.function
     ... def grad_of_square(x):
-    ...     (y,), ops = record_ops(lambda: [x * x])
+    ...     (y,), ops, _ = record_ops(lambda: [x * x])
     ...     grads, _ = replay_gradients(ops, [x], [y], [tf.ones_like(y)], lambda t: t)
     ...     return grads[0]
     >>> float(grad_of_square(tf.constant(3.0)))
@@ -24,9 +24,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
+from tensorflow.python.eager import execute as tf_execute
 from tensorflow.python.framework import ops as tf_ops
 
 __all__ = ["record_ops", "ReplayPlan", "plan_replay", "replay_gradients", "CONTROL_FLOW_OPS"]
@@ -41,12 +43,64 @@ CONTROL_FLOW_OPS = frozenset(
 )  # fmt: skip
 
 
-def record_ops(fn: Callable[[], object]) -> tuple[object, list[tf.Operation]]:
-    """Runs ``fn`` in the current graph; returns its result and the ops it created."""
+def record_ops(fn: Callable[[], object]) -> tuple[object, list[tf.Operation], dict[str, str]]:
+    """Runs ``fn`` in the current graph.
+
+    Returns:
+        ``(result, ops, scopes)``: what ``fn`` returned, the ops it created in
+        creation order, and for each op (by name) the name scope that was
+        current when it was made, as TensorFlow's gradient tape records it.
+        The tape names an op's backward ``gradient_tape/<that scope>/...``
+        and :func:`replay_gradients` does the same: Grappler sorts the inputs
+        of sums by name, so equal names mean equal rounding.
+    """
+    _install_scope_hook()
     graph = tf.compat.v1.get_default_graph()
     start = len(graph.get_operations())
-    result = fn()
-    return result, graph.get_operations()[start:]
+    outer = getattr(_LOCAL, "sink", None)
+    _LOCAL.sink = scopes = {}
+    try:
+        result = fn()
+    finally:
+        _LOCAL.sink = outer
+        if outer is not None:
+            outer.update(scopes)
+    return result, graph.get_operations()[start:], scopes
+
+
+_LOCAL = threading.local()
+_HOOK_LOCK = threading.Lock()
+_HOOKED: list = []
+
+
+def _install_scope_hook() -> None:
+    """Wraps TensorFlow's gradient recording to note each op's name scope.
+
+    The tape is told the scope (``ops.get_name_scope()`` at recording time)
+    but keeps it in C++; the wrapper copies it into the calling thread's
+    open :func:`record_ops`, if any, and otherwise only forwards the call.
+    """
+    with _HOOK_LOCK:
+        if _HOOKED:
+            return
+        original = tf_execute.record_gradient
+
+        def record_gradient(op_name, inputs, attrs, outputs):
+            sink = getattr(_LOCAL, "sink", None)
+            if sink is not None and outputs:
+                sink[outputs[0].op.name] = tf_ops.get_name_scope()
+            return original(op_name, inputs, attrs, outputs)
+
+        tf_execute.record_gradient = record_gradient
+        _HOOKED.append(original)
+
+
+def _tape_scope(op: tf.Operation, scopes: Mapping[str, str]) -> str:
+    """The absolute name scope the tape would build ``op``'s backward in."""
+    scope = scopes.get(op.name)
+    if scope is None:  # made without the recording hook: its parent scope
+        scope = op.name.rpartition("/")[0]
+    return f"gradient_tape/{scope}/" if scope else "gradient_tape/"
 
 
 def _gradient_fn(op: tf.Operation):
@@ -157,7 +211,9 @@ def _aggregate(grads: list):
         return None
     if len(grads) == 1:
         return grads[0]
-    return tf.raw_ops.AddN(inputs=[tf.convert_to_tensor(g) for g in grads])
+    # the tape sums in the scope tape.gradient() runs in: the root in Keras
+    with tf.compat.v1.get_default_graph().name_scope(""):
+        return tf.raw_ops.AddN(inputs=[tf.convert_to_tensor(g) for g in grads])
 
 
 # TensorFlow's tape sums a tensor's gradients early once more than this many
@@ -173,6 +229,7 @@ def replay_gradients(
     upstream: Sequence[tf.Tensor | None],
     fetch: Callable[[tf.Tensor], tf.Tensor],
     variable_reads: Sequence[Sequence[tf.Tensor]] = (),
+    scopes: Mapping[str, str] | None = None,
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
@@ -187,6 +244,8 @@ def replay_gradients(
         upstream: Gradient of the loss for each output (None: no gradient).
         fetch: Maps a forward tensor to the tensor the backward should use.
         variable_reads: Per variable, the ``ReadVariableOp`` outputs of it.
+        scopes: Forward name scope per op name (from :func:`record_ops`); each
+            op's backward is built in ``gradient_tape/<scope>/`` like the tape's.
 
     Returns:
         ``(source_grads, variable_grads)``, None where there is no gradient.
@@ -242,7 +301,7 @@ def replay_gradients(
                 g if g is not None else tf.zeros(t.shape, t.dtype) if _differentiable(t) else None
                 for g, t in zip(out_grads, op.outputs, strict=True)
             ]
-            with tf.name_scope(op.name.rsplit("/", 1)[-1] + "_grad"):
+            with tf.name_scope(_tape_scope(op, scopes or {})):
                 result = fn(view, *out_grads)
             result = list(result) if isinstance(result, (list, tuple)) else [result]
             in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]

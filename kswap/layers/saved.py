@@ -107,9 +107,32 @@ GRADIENT_READS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
 
 
 def reads(
-    op_type: str, num_inputs: int, num_outputs: int
+    op_type: str,
+    num_inputs: int,
+    num_outputs: int,
+    *,
+    skipped: frozenset[int] = frozenset(),
+    scalars: frozenset[int] = frozenset(),
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Input and output indices an op type's gradient reads (all if unknown)."""
+    """Input and output indices an op type's gradient reads (all if unknown).
+
+    Args:
+        op_type: The op's type.
+        num_inputs: Its number of inputs.
+        num_outputs: Its number of outputs.
+        skipped: Inputs whose gradient nobody needs (TensorFlow passes them
+            to the gradient function as ``skip_input_indices``).
+        scalars: Inputs of rank 0.
+
+    ``x * c`` with a constant scalar ``c`` (Dropout's scale, a loss weight)
+    reads only ``c``, as TensorFlow's ``Mul`` gradient then computes
+    ``grad * c`` alone:
+
+    >>> reads("Mul", 2, 1), reads("Mul", 2, 1, skipped=frozenset({1}), scalars=frozenset({1}))
+    (((0, 1), ()), ((1,), ()))
+    """
+    if op_type == "Mul" and 1 in skipped and 1 in scalars:
+        return (1,), ()
     entry = GRADIENT_READS.get(op_type)
     if entry is None:
         return tuple(range(num_inputs)), tuple(range(num_outputs))

@@ -33,9 +33,6 @@ def main(argv):
 
     import kswap
 
-    tf.config.optimizer.set_experimental_options(
-        {"arithmetic_optimization": False, "constant_folding": False}
-    )
     if mode == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(

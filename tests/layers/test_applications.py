@@ -18,7 +18,7 @@ def _build(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
-def test_five_steps_bit_identical(name, no_reassociation):
+def test_five_steps_bit_identical(name):
     ref = _build(name)
     off = kswap.OffloadingModel(_build(name))
     rng = np.random.default_rng(0)

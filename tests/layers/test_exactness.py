@@ -31,7 +31,7 @@ def _policy(name, model):
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 @pytest.mark.parametrize("kind", list(BUILDERS))
-def test_five_fit_steps_match(kind, policy, no_reassociation):
+def test_five_fit_steps_match(kind, policy):
     ref = compile_(build(kind))
     twin = build(kind)
     off = kswap.OffloadingModel(compile_(twin), policy=_policy(policy, twin))
@@ -50,7 +50,7 @@ def test_five_fit_steps_match(kind, policy, no_reassociation):
 
 
 @pytest.mark.parametrize("kind", ["sequential", "residual"])
-def test_train_on_batch_evaluate_predict(kind, no_reassociation):
+def test_train_on_batch_evaluate_predict(kind):
     ref = compile_(build(kind))
     off = kswap.OffloadingModel(compile_(build(kind)))
     x, y = data(ref, 16)
@@ -70,7 +70,7 @@ def test_train_on_batch_evaluate_predict(kind, no_reassociation):
 
 
 @pytest.mark.parametrize("loss", ["sparse_categorical_crossentropy", "categorical_crossentropy"])
-def test_softmax_classifier_losses(loss, no_reassociation):
+def test_softmax_classifier_losses(loss):
     """Keras computes these losses from the softmax's logits; so must kswap."""
     models = []
     for wrap in (False, True):

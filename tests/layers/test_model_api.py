@@ -52,7 +52,7 @@ def test_conv_policy_wraps_convolutions_and_their_input_producers():
     assert sorted(o.name for o in _offloaded(res)) == ["add", "branch", "c1", "c2", "pad", "r1"]
 
 
-def test_save_and_load_round_trip(tmp_path, no_reassociation):
+def test_save_and_load_round_trip(tmp_path):
     model = compile_(build("residual"))
     off = kswap.OffloadingModel(model)
     x, y = data(model, 16)
@@ -76,7 +76,7 @@ def test_save_and_load_round_trip(tmp_path, no_reassociation):
     assert_same_state(plain, loaded)
 
 
-def test_custom_gradient_tape_loop(no_reassociation):
+def test_custom_gradient_tape_loop():
     ref = build("residual")
     off = kswap.OffloadingModel(build("residual"))
     x, y = data(ref, 8)
@@ -99,7 +99,7 @@ def test_custom_gradient_tape_loop(no_reassociation):
 
 
 @pytest.mark.parametrize("policy_name", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision(policy_name, no_reassociation):
+def test_mixed_precision(policy_name):
     keras.mixed_precision.set_global_policy(policy_name)
     try:
         ref = compile_(build("sequential"), optimizer="sgd")
@@ -223,7 +223,7 @@ def _gated():
     )
 
 
-def test_recompute_fallback_reuses_seeds_and_updates_state_once(no_reassociation):
+def test_recompute_fallback_reuses_seeds_and_updates_state_once():
     keras.utils.set_random_seed(0)
     ref = compile_(_gated())
     keras.utils.set_random_seed(0)
