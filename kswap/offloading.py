@@ -202,7 +202,9 @@ def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  
             callable ``layer -> bool``. ``"auto"`` is reserved for the
             budget planner.
         prefetch: How many blocks ahead the backward brings tensors back
-            (default 1; 0 brings a block's tensors when its own backward starts).
+            (default 1: copies overlap the next block's backward). 0 brings a
+            block's tensors back only once its own backward can start and the
+            block after it has finished: less memory, less overlap.
 
     Returns:
         A new ``keras.Model`` with the same weight objects, compiled with the

@@ -71,7 +71,7 @@ class Offload(keras.layers.Wrapper):
             same variables, not copies).
         prefetch: How many blocks ahead backward brings tensors back: 1 starts
             a block's swap-ins when the backward of the next block begins; 0
-            when its own begins.
+            when its own begins and the next block's has ended.
         **kwargs: Keras layer arguments (``name``...). The name defaults to
             the wrapped layer's.
     """
@@ -233,6 +233,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes
         )
+        state.finish(index, list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad
@@ -290,6 +291,8 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
         source_grads, var_grads = recompute.rerun_gradients(
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )
+        if state is not None:
+            state.finish(index, list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad

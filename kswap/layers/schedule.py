@@ -9,7 +9,8 @@ function) registers here in forward order. The state makes three promises:
 - **scheduled swap-in:** block ``i``'s swap-ins wait (control dependency) for
   the upstream gradient of block ``i + prefetch``, so they start when that
   block's backward starts and overlap its compute, instead of all at the start
-  of backward as TensorFlow's executor would run them;
+  of backward as TensorFlow's executor would run them (with ``prefetch=0``
+  they also wait for block ``i + 1``'s backward to end);
 - **accounting:** tensors the backward had to read from the device (no host
   copy) are recorded, so tests and users can see what stayed.
 
@@ -57,6 +58,7 @@ class GraphState:
         self.device_of: dict = {}  # canonical ref -> device string of the original
         self.restored: dict = {}  # canonical ref -> device copy made in backward
         self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
+        self.finished: dict[int, list] = {}  # block -> the gradients its backward made
         self.kept_on_device: list[tuple[str, str]] = []  # (block, tensor) read from device
 
     def register_block(self) -> int:
@@ -80,18 +82,31 @@ class GraphState:
         if present:
             self.arrivals.setdefault(index, present[0])
 
-    def gate(self, index: int, prefetch: int) -> tf.Tensor | None:
-        """What block ``index``'s swap-ins wait for."""
-        ahead = self.arrivals.get(index + prefetch)
-        return ahead if ahead is not None else self.arrivals.get(index)
+    def finish(self, index: int, grads: list) -> None:
+        """Records the gradients block ``index``'s backward made (its end)."""
+        self.finished[index] = [g for g in grads if g is not None]
 
-    def swap_in(self, t: tf.Tensor, gate: tf.Tensor | None) -> tf.Tensor:
+    def gate(self, index: int, prefetch: int) -> list[tf.Tensor]:
+        """What block ``index``'s swap-ins wait for.
+
+        With ``prefetch >= 1``, the start of block ``index + prefetch``'s
+        backward (its upstream gradient). With ``prefetch == 0``, the start of
+        the block's own backward and the end of the block after it (every
+        gradient it makes, weights included): nothing brought back then shares
+        the device with another block's backward.
+        """
+        ahead = self.arrivals.get(index + prefetch)
+        deps = [ahead if ahead is not None else self.arrivals.get(index)]
+        if prefetch == 0:
+            deps += self.finished.get(index + 1, [])
+        return [d for d in deps if d is not None]
+
+    def swap_in(self, t: tf.Tensor, gate: list) -> tf.Tensor:
         """The device copy of an offloaded tensor, made once, after ``gate``."""
         c = canonical(t)
         key = c.ref()
         if key not in self.restored:
-            deps = [gate] if gate is not None else []
-            with tf.control_dependencies(deps):
+            with tf.control_dependencies(gate):
                 self.restored[key] = transfer.to_device(self.host[key], self.device_of[key] or None)
         return self.restored[key]
 

@@ -58,10 +58,12 @@ def _samples(data, name: str) -> int:
 
 
 def make_batches(x, y, batch_size, count: int) -> list[tuple]:
-    """Returns ``count`` ``(x, y)`` batches as tensors, cycling over the data.
+    """Returns ``count`` ``(x, y)`` batches, cycling over the data.
 
     Only full batches are used, so every step has the same shapes and the
-    training function is traced once.
+    training function is traced once. Arrays are sliced, not converted: each
+    step converts its own batch, as ``fit`` does, so batches waiting for
+    their step are not counted as device memory.
     """
     if isinstance(x, tf.data.Dataset):
         if y is not None:
@@ -106,7 +108,7 @@ def make_batches(x, y, batch_size, count: int) -> list[tuple]:
 
     def batch(i):
         lo = (i % full) * batch_size
-        take = lambda a: tf.convert_to_tensor(a[lo : lo + batch_size])  # noqa: E731
+        take = lambda a: a[lo : lo + batch_size]  # noqa: E731
         return keras.tree.map_structure(take, x), (
             None if y is None else keras.tree.map_structure(take, y)
         )

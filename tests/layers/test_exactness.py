@@ -49,6 +49,19 @@ def test_five_fit_steps_match(kind, policy):
     assert all(not layer.fallbacks for layer in wrapped), [layer.fallbacks for layer in wrapped]
 
 
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_prefetch_zero_matches(kind):
+    ref = compile_(build(kind))
+    off = kswap.OffloadingModel(compile_(build(kind)), prefetch=0)
+    x, y = data(ref)
+    histories = []
+    for model in (ref, off):
+        keras.utils.set_random_seed(5)
+        histories.append(model.fit(x, y, batch_size=8, shuffle=False, verbose=0).history["loss"])
+    np.testing.assert_array_equal(histories[1], histories[0])
+    assert_same_state(ref, off)
+
+
 @pytest.mark.parametrize("kind", ["sequential", "residual"])
 def test_train_on_batch_evaluate_predict(kind):
     ref = compile_(build(kind))

@@ -74,3 +74,27 @@ def test_each_tensor_goes_to_host_once():
     # the residual branch point (r1's output) is read by r1's own backward and
     # by both consumers' blocks, yet has one host copy
     assert sum("r1" in s for s in sources) == 1
+
+
+def _profile_chain(n, prefetch):
+    model = kswap.OffloadingModel(_chain(n), prefetch=prefetch)
+    rng = np.random.default_rng(0)
+    x = rng.random((32, 32, 32, 8), dtype=np.float32)
+    y = rng.random((32, 2), dtype=np.float32)
+    return kswap.profile(model, x, y, steps=1, batch_size=32)
+
+
+def test_prefetch_zero_waits_for_the_next_block_to_finish():
+    n = 5
+    trace = _profile_chain(n, prefetch=0)
+    big = [b for b in trace.buffers if b.step == 0 and b.size >= 512 * 1024 and b.op and b.layer]
+    restore = {b.layer: b.start_ns for b in big if in_scope(b.op, transfer.DEVICE_SCOPE)}
+    made: dict[str, list[int]] = {}
+    for b in trace.buffers:
+        if b.step == 0 and b.op and b.layer and b.op.startswith("gradient_tape/"):
+            if not in_scope(b.op, transfer.DEVICE_SCOPE):
+                made.setdefault(b.layer, []).append(b.start_ns)
+    for i in range(n - 1):
+        # everything block i + 1's backward allocates (input and kernel
+        # gradients) comes before block i's tensors are brought back
+        assert restore[f"c{i}"] > max(made[f"c{i + 1}"]), (i, restore, made)
