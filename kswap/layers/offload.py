@@ -233,7 +233,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes
         )
-        state.finish(index, list(var_grads))
+        state.finish(index, list(source_grads) + list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad
@@ -292,7 +292,7 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )
         if state is not None:
-            state.finish(index, list(var_grads))
+            state.finish(index, list(source_grads) + list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad

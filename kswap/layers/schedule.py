@@ -6,11 +6,12 @@ function) registers here in forward order. The state makes three promises:
 - **once per tensor:** a tensor several blocks need (a residual branch, a
   concatenation input, a layer's output that the next layer also reads) gets
   one host copy and, in backward, one device copy shared by all of them;
-- **scheduled swap-in:** block ``i``'s swap-ins wait (control dependency) for
-  the upstream gradient of block ``i + prefetch``, so they start when that
-  block's backward starts and overlap its compute, instead of all at the start
-  of backward as TensorFlow's executor would run them (with ``prefetch=0``
-  they also wait for block ``i + 1``'s backward to end);
+- **scheduled swap-in:** a block's swap-ins wait (control dependency) for the
+  upstream gradient of the block ``prefetch`` places earlier in backward order
+  (in a chain, block ``i + prefetch``), so they start when that block's
+  backward starts and overlap its compute, instead of all at the start of
+  backward as TensorFlow's executor would run them (with ``prefetch=0`` they
+  wait for the backward just before theirs to end);
 - **accounting:** tensors the backward had to read from the device (no host
   copy) are recorded, so tests and users can see what stayed.
 
@@ -59,6 +60,7 @@ class GraphState:
         self.restored: dict = {}  # canonical ref -> device copy made in backward
         self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
         self.finished: dict[int, list] = {}  # block -> the gradients its backward made
+        self.backward_order: list[int] = []  # blocks in the order their backward is built
         self.kept_on_device: list[tuple[str, str]] = []  # (block, tensor) read from device
 
     def register_block(self) -> int:
@@ -79,8 +81,10 @@ class GraphState:
     def arrive(self, index: int, upstream: list) -> None:
         """Records block ``index``'s upstream gradient (its backward has begun)."""
         present = [g for g in upstream if g is not None]
-        if present:
-            self.arrivals.setdefault(index, present[0])
+        if present and index not in self.arrivals:
+            self.arrivals[index] = present[0]
+        if index not in self.backward_order:
+            self.backward_order.append(index)
 
     def finish(self, index: int, grads: list) -> None:
         """Records the gradients block ``index``'s backward made (its end)."""
@@ -89,17 +93,26 @@ class GraphState:
     def gate(self, index: int, prefetch: int) -> list[tf.Tensor]:
         """What block ``index``'s swap-ins wait for.
 
-        With ``prefetch >= 1``, the start of block ``index + prefetch``'s
-        backward (its upstream gradient). With ``prefetch == 0``, the start of
-        the block's own backward and the end of the block after it (every
-        gradient it makes, weights included): nothing brought back then shares
-        the device with another block's backward.
+        Blocks are counted in the order their backward is built, which is the
+        reverse of the forward for a chain and follows the gradient through
+        branches. With ``prefetch >= 1`` the swap-ins wait for the start of
+        the backward ``prefetch`` blocks earlier. With ``prefetch == 0`` they
+        wait for the block's own upstream gradient and for the end of the
+        backward just before it (every gradient it makes, weights included):
+        nothing brought back then shares the device with another block's
+        backward.
         """
-        ahead = self.arrivals.get(index + prefetch)
-        deps = [ahead if ahead is not None else self.arrivals.get(index)]
-        if prefetch == 0:
-            deps += self.finished.get(index + 1, [])
-        return [d for d in deps if d is not None]
+        pos = self.backward_order.index(index)
+        own = self.arrivals.get(index)
+        if prefetch >= 1:
+            ahead = (
+                self.arrivals.get(self.backward_order[pos - prefetch]) if pos >= prefetch else None
+            )
+            return [t for t in (ahead if ahead is not None else own,) if t is not None]
+        deps = [own] if own is not None else []
+        if pos >= 1:
+            deps += self.finished.get(self.backward_order[pos - 1], [])
+        return deps
 
     def swap_in(self, t: tf.Tensor, gate: list) -> tf.Tensor:
         """The device copy of an offloaded tensor, made once, after ``gate``."""
