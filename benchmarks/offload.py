@@ -4,12 +4,13 @@
     python benchmarks/offload.py --models ResNet50 --variants baseline,all
 
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
-(``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``), ``remat`` (the model built
-inside ``keras.RematScope(mode="full")``) and ``remat-activations``
-(``mode="activations"``). A configuration that cannot train is reported with
-its error. Each is measured by
-``kswap.measure`` (warm-up, median of 5 timed steps, 5 profiled steps) in a
-process of its own, so nothing else is alive. Without a GPU, device memory is
+(``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``),
+``remat`` (the model built inside ``keras.RematScope(mode="full")``) and
+``remat-activations`` (``mode="activations"``). A configuration that cannot
+train is reported with its error. Each is measured by ``kswap.measure``
+(warm-up, median of 5 timed steps, 5 profiled steps) in a process of its own,
+so nothing else is alive; repeats interleave the variants, and the time ratio
+is the median of the ratios within a repeat. Without a GPU, device memory is
 emulated on CPU:0.
 
 The floor is what must sit on the device together whatever is offloaded: the
@@ -104,6 +105,26 @@ def _run(args, name: str, variant: str) -> dict:
     )
 
 
+def _row(name: str, variant: str, runs: list[dict], base: list[dict]) -> list[str]:
+    """One table row: medians over repeats; time as the median per-repeat ratio."""
+    if "error" in runs[-1]:
+        return [name, variant, "fails", "", "", "", "", "", runs[-1]["error"]]
+    med = lambda key, rs: statistics.median(r[key] for r in rs)  # noqa: E731
+    peaks = [r["device_peak_bytes"] for r in runs]
+    ratios = [r["step_seconds"] / b["step_seconds"] for r, b in zip(runs, base, strict=False)]
+    return [
+        name,
+        variant,
+        mib(med("device_peak_bytes", runs)),
+        f"{mib(min(peaks))}-{mib(max(peaks))}",
+        f"{100 * (1 - med('device_peak_bytes', runs) / med('device_peak_bytes', base)):.1f}%",
+        mib(med("host_peak_bytes", runs)),
+        mib(med("floor_bytes", runs)) if variant.startswith(("all", "conv")) else "",
+        f"{med('step_seconds', runs) * 1000:.0f}",
+        f"{statistics.median(ratios):.2f}",
+    ]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -121,38 +142,23 @@ def main() -> None:
     if args.worker:
         return worker(args)
     rows = []
+    variants = args.variants.split(",")
     for name in args.models.split(","):
-        base = None
-        for variant in args.variants.split(","):
-            runs = []
-            for _ in range(args.repeats):
-                runs.append(_run(args, name, variant))
-                if "error" in runs[-1]:
-                    break
-            if "error" in runs[-1]:
-                rows.append([name, variant, "fails", "", "", "", "", "", runs[-1]["error"]])
-                print(rows[-1], flush=True)
-                continue
-            m = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "emulated"}
-            base = base or m
-            peaks = [r["device_peak_bytes"] for r in runs]
-            rows.append(
-                [
-                    name,
-                    variant,
-                    mib(m["device_peak_bytes"]),
-                    f"{mib(min(peaks))}-{mib(max(peaks))}",
-                    f"{100 * (1 - m['device_peak_bytes'] / base['device_peak_bytes']):.1f}%",
-                    mib(m["host_peak_bytes"]),
-                    mib(m["floor_bytes"]) if variant == "all" else "",
-                    f"{m['step_seconds'] * 1000:.0f}",
-                    f"{m['step_seconds'] / base['step_seconds']:.2f}",
-                ]
-            )
+        # repeats interleave the variants, so a slow spell of a shared machine
+        # hits all of them; time ratios are taken within a repeat
+        runs: dict[str, list[dict]] = {v: [] for v in variants}
+        for _ in range(args.repeats):
+            for variant in variants:
+                if not runs[variant] or "error" not in runs[variant][-1]:
+                    runs[variant].append(_run(args, name, variant))
+        base = runs[variants[0]]
+        for variant in variants:
+            rows.append(_row(name, variant, runs[variant], base))
             print(rows[-1], flush=True)
     print(
         f"\ninput {args.input}, batch {args.batch}, Adam; medians of {args.repeats} fresh "
-        f"processes, each timing {args.steps} steps; device memory emulated on CPU:0\n"
+        f"processes per variant, variants interleaved, each timing {args.steps} steps (median); "
+        "time / baseline is the median of per-repeat ratios; device memory emulated on CPU:0\n"
     )
     print(
         table(
