@@ -81,13 +81,13 @@ def _install_scope_hook() -> None:
     open :func:`record_ops`, if any, and otherwise only forwards the call.
     """
     with _HOOK_LOCK:
-        if _HOOKED:
+        original = getattr(tf_execute, "record_gradient", None)
+        if _HOOKED or original is None:  # hooked, or a TensorFlow without it
             return
-        original = tf_execute.record_gradient
 
         def record_gradient(op_name, inputs, attrs, outputs):
             sink = getattr(_LOCAL, "sink", None)
-            if sink is not None and outputs:
+            if sink is not None and outputs and not tf.executing_eagerly():
                 sink[outputs[0].op.name] = tf_ops.get_name_scope()
             return original(op_name, inputs, attrs, outputs)
 
