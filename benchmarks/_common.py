@@ -57,5 +57,10 @@ def table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def device_label(emulated: bool) -> str:
+    """How the device memory in a table was measured."""
+    return "device memory emulated on CPU:0" if emulated else "device memory measured on the GPU"
+
+
 def mib(n: float) -> str:
     return f"{n / MIB:,.1f}"

@@ -13,3 +13,5 @@ $PY benchmarks/profiler_accuracy.py
 $PY benchmarks/batch_scaling.py --model keras.applications.MobileNetV2 --input 96,96,3
 $PY benchmarks/profiler_overhead.py --steps 5
 $PY benchmarks/packing_speed.py
+$PY benchmarks/packing_models.py
+$PY benchmarks/offload.py --variants baseline,all,all@0,conv,remat --repeats 5

@@ -27,7 +27,7 @@ import json
 import re
 import statistics
 
-from _common import mib, run_json, table
+from _common import device_label, mib, run_json, table
 
 MODELS = {
     "ResNet50": {},
@@ -142,6 +142,7 @@ def main() -> None:
     if args.worker:
         return worker(args)
     rows = []
+    emulated = False
     variants = args.variants.split(",")
     for name in args.models.split(","):
         # repeats interleave the variants, so a slow spell of a shared machine
@@ -152,13 +153,14 @@ def main() -> None:
                 if not runs[variant] or "error" not in runs[variant][-1]:
                     runs[variant].append(_run(args, name, variant))
         base = runs[variants[0]]
+        emulated |= any(r.get("emulated", False) for rs in runs.values() for r in rs)
         for variant in variants:
             rows.append(_row(name, variant, runs[variant], base))
             print(rows[-1], flush=True)
     print(
         f"\ninput {args.input}, batch {args.batch}, Adam; medians of {args.repeats} fresh "
         f"processes per variant, variants interleaved, each timing {args.steps} steps (median); "
-        "time / baseline is the median of per-repeat ratios; device memory emulated on CPU:0\n"
+        f"time / baseline is the median of per-repeat ratios; {device_label(emulated)}\n"
     )
     print(
         table(

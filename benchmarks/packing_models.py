@@ -11,7 +11,7 @@ Without a GPU, device memory is emulated on CPU:0.
 
 from __future__ import annotations
 
-from _common import mib, per_model, table
+from _common import device_label, mib, per_model, table
 
 CODE = """
 import json, sys, kswap
@@ -21,7 +21,8 @@ model = build_model(sys.argv[1], tuple(int(s) for s in sys.argv[2].split(',')))
 x, y = synthetic_data(model, int(sys.argv[3]))
 trace = kswap.profile(model, x, y, steps=1, batch_size=int(sys.argv[3]))
 c = compare(trace)
-print(json.dumps({"buffers": c.buffers, "lower": c.lower_bound_bytes, "bfc": c.bfc_peak_bytes,
+print(json.dumps({"emulated": trace.emulated, "buffers": c.buffers,
+                  "lower": c.lower_bound_bytes, "bfc": c.bfc_peak_bytes,
                   "rows": [[r.algorithm, r.arena_bytes, r.seconds] for r in c.rows]}))
 """
 
@@ -49,7 +50,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     print(
         f"\ninput {args.input}, batch {args.batch}, one profiled step; "
-        "device memory emulated on CPU:0\n"
+        f"{device_label(any(d['emulated'] for _, d in results))}\n"
     )
     print(
         table(

@@ -9,7 +9,7 @@ compared with it. On a machine without a GPU, device memory is emulated.
 
 from __future__ import annotations
 
-from _common import mib, per_model, table
+from _common import device_label, mib, per_model, table
 
 CODE = """
 import json, sys, kswap, numpy as np
@@ -32,7 +32,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     print(
         f"\ninput {args.input}, batch {args.batch}, 2 profiled steps; "
-        "device memory emulated on CPU:0\n"
+        f"{device_label(any(d['emulated'] for _, d in results))}\n"
     )
     print(table(["model", "kswap peak MiB", "allocator peak MiB", "difference", "buffers"], rows))
 
