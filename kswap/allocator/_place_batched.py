@@ -28,6 +28,7 @@ import numpy as np
 
 from kswap.allocator._gaps import choose_offset
 from kswap.allocator._intervals import range_table
+from kswap.allocator._placer import Placer
 
 __all__ = ["BatchedPlacer"]
 
@@ -108,19 +109,11 @@ class _LengthClass:
         self.max_length = int((self.ends - self.starts).max())
 
 
-class BatchedPlacer:
-    """Places buffers in a given order, many at a time.
-
-    Args:
-        sizes: Positive sizes.
-        starts: Start times.
-        ends: End times (exclusive).
-    """
+class BatchedPlacer(Placer):
+    """Places buffers in a given order, many at a time (see :class:`Placer`)."""
 
     def __init__(self, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.starts = np.asarray(starts, dtype=np.int64)
-        self.ends = np.asarray(ends, dtype=np.int64)
+        super().__init__(sizes, starts, ends)
         lengths = self.ends - self.starts
         self.span = int(self.sizes.sum()) + 1  # exceeds every offset and gap
         classes = np.frexp(lengths.astype(np.float64))[1] if lengths.size else lengths
@@ -130,7 +123,6 @@ class BatchedPlacer:
         ]
 
     def place(self, order: np.ndarray, *, best_fit: bool) -> np.ndarray:
-        """Offsets of the buffers placed in ``order`` (best or first fit)."""
         n = self.sizes.size
         order = np.asarray(order, dtype=np.int64)
         offsets = np.zeros(n, dtype=np.int64)

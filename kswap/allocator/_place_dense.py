@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kswap.allocator._placer import ResumablePlacer
+
 __all__ = ["DensePlacer", "scan_length"]
 
 _NOT_PLACED = np.iinfo(np.int64).min
@@ -51,19 +53,11 @@ def scan_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((stop - first).sum())
 
 
-class DensePlacer:
-    """Places buffers in a given order, one at a time, with numpy.
-
-    Args:
-        sizes: Positive sizes.
-        starts: Start times.
-        ends: End times (exclusive).
-    """
+class DensePlacer(ResumablePlacer):
+    """Places buffers in a given order, one at a time, with numpy (see :class:`ResumablePlacer`)."""
 
     def __init__(self, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.starts = np.asarray(starts, dtype=np.int64)
-        self.ends = np.asarray(ends, dtype=np.int64)
+        super().__init__(sizes, starts, ends)
         n = self.sizes.size
         # Buffers that may overlap j: sorted positions first[j] .. stop[j] - 1.
         by_start, self._first, self._stop = _runs(self.starts, self.ends)
@@ -78,15 +72,6 @@ class DensePlacer:
         offsets: Sequence[int] | np.ndarray | None = None,
         start: int = 0,
     ) -> np.ndarray:
-        """Offsets of the buffers placed in ``order``.
-
-        Args:
-            order: Permutation of the buffer indices.
-            best_fit: Best fit if True, else first fit.
-            offsets: Offsets of an earlier placement whose first ``start``
-                buffers of ``order`` are kept.
-            start: Position of ``order`` to resume placing from.
-        """
         order = np.asarray(order, dtype=np.int64)
         n = self.sizes.size
         out = np.zeros(n, dtype=np.int64)

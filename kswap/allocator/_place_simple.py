@@ -13,28 +13,26 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from kswap.allocator._gaps import choose_offset
 from kswap.allocator._intervals import iter_overlapping_pairs
+from kswap.allocator._placer import ResumablePlacer
 
 __all__ = ["SimplePlacer"]
 
 
-class SimplePlacer:
-    """Places buffers in a given order, one at a time.
-
-    Args:
-        sizes: Positive sizes.
-        starts: Start times.
-        ends: End times (exclusive).
-    """
+class SimplePlacer(ResumablePlacer):
+    """Places buffers in a given order, one at a time (see :class:`ResumablePlacer`)."""
 
     def __init__(self, sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        super().__init__(sizes, starts, ends)
         n = len(sizes)
-        self.sizes = [int(s) for s in sizes]
+        self._sizes = [int(s) for s in sizes]  # Python ints for the per-buffer loop
         neighbors: list[list[int]] = [[] for _ in range(n)]
-        for i, j in iter_overlapping_pairs(np.asarray(starts), np.asarray(ends)):
+        for i, j in iter_overlapping_pairs(self.starts, self.ends):
             for a, b in zip(i.tolist(), j.tolist(), strict=True):
                 neighbors[a].append(b)
                 neighbors[b].append(a)
@@ -45,25 +43,16 @@ class SimplePlacer:
         order: np.ndarray,
         *,
         best_fit: bool,
-        offsets: list[int] | np.ndarray | None = None,
+        offsets: Sequence[int] | np.ndarray | None = None,
         start: int = 0,
     ) -> np.ndarray:
-        """Offsets of the buffers placed in ``order``.
-
-        Args:
-            order: Permutation of the buffer indices.
-            best_fit: Best fit if True, else first fit.
-            offsets: Offsets of an earlier placement whose first ``start``
-                buffers of ``order`` are kept.
-            start: Position of ``order`` to resume placing from.
-        """
         order_l = [int(i) for i in order]
         n = len(order_l)
         rank = [0] * n
         for r, i in enumerate(order_l):
             rank[i] = r
         off = np.asarray(offsets).tolist() if offsets is not None else [0] * n
-        sizes, neighbors = self.sizes, self.neighbors
+        sizes, neighbors = self._sizes, self.neighbors
         for r in range(start, n):
             j = order_l[r]
             ranges = [(off[k], off[k] + sizes[k]) for k in neighbors[j] if rank[k] < r]

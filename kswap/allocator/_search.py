@@ -32,9 +32,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
+
+from kswap.allocator._placer import ResumablePlacer
 
 __all__ = ["MOVE_OVERHEAD", "improve_order", "squeaky_wheel"]
 
@@ -43,7 +44,7 @@ MOVE_OVERHEAD = 8
 
 
 def improve_order(
-    placer: Any,
+    placer: ResumablePlacer,
     order: np.ndarray,
     offsets: np.ndarray,
     *,
@@ -55,9 +56,7 @@ def improve_order(
     """A best-fit order at least as good as ``order``, and its offsets.
 
     Args:
-        placer: Placer of the buffers that can resume an order
-            (:class:`~kswap.allocator._place_simple.SimplePlacer` or
-            :class:`~kswap.allocator._place_dense.DensePlacer`).
+        placer: Placer of the buffers (one that can resume an order).
         order: Starting order.
         offsets: Best-fit offsets of ``order``.
         lower: A lower bound on the arena: reaching it ends the search.
@@ -68,7 +67,7 @@ def improve_order(
             ``max(50, n // 2)``).
         seed: Seed of the random moves.
     """
-    sizes = np.asarray(placer.sizes, dtype=np.int64)
+    sizes = placer.sizes
     n = sizes.size
     best_order, best_offsets = np.array(order), np.array(offsets)
     best_arena = int((best_offsets + sizes).max(initial=0))

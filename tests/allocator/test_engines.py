@@ -258,12 +258,17 @@ def test_exact_pack_finds_the_optimum():
     assert not proven
 
 
-def test_local_search_counts_its_work():
-    sizes, starts, ends = random_instance(300, seed=2)
+def _placed_by_size(seed, placer_class):
+    """A random instance (in 256-byte units), its placer, size order and offsets."""
+    sizes, starts, ends = random_instance(300, seed=seed)
     sizes = (sizes + 255) // 256
-    placer = SimplePlacer(sizes, starts, ends)
+    placer = placer_class(sizes, starts, ends)
     order = placement_order("size", sizes, starts, ends)
-    offsets = placer.place(order, best_fit=True)
+    return sizes, starts, ends, placer, order, placer.place(order, best_fit=True)
+
+
+def test_local_search_counts_its_work():
+    sizes, starts, ends, placer, order, offsets = _placed_by_size(2, SimplePlacer)
     arena = int((offsets + sizes).max())
     same = improve_order(placer, order, offsets, lower=0, work=0)
     np.testing.assert_array_equal(same[1], offsets)
@@ -276,11 +281,7 @@ def test_local_search_counts_its_work():
 
 
 def test_squeaky_wheel_puts_the_top_buffers_first():
-    sizes, starts, ends = random_instance(300, seed=3)
-    sizes = (sizes + 255) // 256
-    placer = DensePlacer(sizes, starts, ends)
-    order = placement_order("size", sizes, starts, ends)
-    offsets = placer.place(order, best_fit=True)
+    sizes, _, _, placer, order, offsets = _placed_by_size(3, DensePlacer)
 
     def place(o):
         return placer.place(o, best_fit=True)
