@@ -24,7 +24,15 @@ import functools
 
 import tensorflow as tf
 
-__all__ = ["HOST_SCOPE", "DEVICE_SCOPE", "has_gpu", "device_name", "to_host", "to_device"]
+__all__ = [
+    "HOST_SCOPE",
+    "DEVICE_SCOPE",
+    "has_gpu",
+    "device_name",
+    "to_host",
+    "to_device",
+    "host_stand_in",
+]
 
 #: Name scope of every op that puts a tensor in the host tier.
 HOST_SCOPE = "kswap_host_tier"
@@ -65,3 +73,18 @@ def to_device(x: tf.Tensor, device: str | None = None) -> tf.Tensor:
             with tf.device(device or device_name()):
                 return tf.identity(x)
         return tf.raw_ops.DeepCopy(x=x)
+
+
+def host_stand_in(shape: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """An uninitialized host-tier tensor of ``shape`` and ``dtype``.
+
+    It stands in for a device tensor of which only the shape is read (a
+    gradient that calls ``tf.shape`` on a tensor with an unknown dimension),
+    so that the device tensor need not stay alive for it. Its memory is never
+    written, so the operating system does not back it with pages.
+    """
+    with tf.name_scope(HOST_SCOPE):
+        if has_gpu():
+            with tf.device("/CPU:0"):
+                return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=False)
+        return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=False)

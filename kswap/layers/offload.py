@@ -51,6 +51,8 @@ def _bytes(t: tf.Tensor) -> int | None:
 
 
 def _worth_offloading(t: tf.Tensor) -> bool:
+    if not (t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool or t.dtype.is_complex):
+        return False  # handles (resource, variant) and strings stay where they are
     if not tf.executing_eagerly() and t.op.type in (
         "ReadVariableOp",
         "Const",
@@ -195,16 +197,17 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> None:
     # an input is "skipped" (no gradient wanted) as in replay_gradients
     wanted = {x.ref() for x in xs} | {t.ref() for op in plan.ops for t in op.outputs}
     for op in plan.ops:
-        ins, outs = saved.reads(
-            op.type,
-            len(op.inputs),
-            len(op.outputs),
-            skipped=frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted),
-            scalars=frozenset(i for i, t in enumerate(op.inputs) if t.shape.rank == 0),
-        )
+        skipped = frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted)
+        ins, outs = saved.op_reads(op, skipped)
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
             if _worth_offloading(t):
                 state.offload(t)
+        # the gradient may read the shapes of the others: take the dynamic ones now
+        others = [t for i, t in enumerate(op.inputs) if i not in ins]
+        others += [t for i, t in enumerate(op.outputs) if i not in outs]
+        for t in others:
+            if not t.shape.is_fully_defined() and _worth_offloading(t):
+                state.remember_shape(t)
 
 
 def _unique(xs) -> list[bool]:
@@ -222,16 +225,22 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         state.arrive(index, upstream)
         gate = state.gate(index, wrapper.prefetch)
 
-        def fetch(t: tf.Tensor) -> tf.Tensor:
+        def fetch(t: tf.Tensor, by_value: bool) -> tf.Tensor:
+            if not by_value:
+                # a static shape needs no tensor: TensorFlow folds it to a constant
+                if t.shape.is_fully_defined():
+                    return t
+                if state.has_shape(t):
+                    return state.stand_in(t, gate)
             if state.has_host_copy(t):
                 return state.swap_in(t, gate)
-            if _worth_offloading(t) and not t.shape.is_fully_defined():
+            if _worth_offloading(t):
                 state.kept_on_device.append((wrapper.name, t.name))
             return t
 
         reads = _variable_reads(graph, plan.ops, variables or [])
         source_grads, var_grads = replay.replay_gradients(
-            plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes
+            plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads
         )
         state.finish(index, list(source_grads) + list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)

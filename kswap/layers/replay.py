@@ -15,7 +15,7 @@ Example:
     >>> @tf.function
     ... def grad_of_square(x):
     ...     (y,), ops, _ = record_ops(lambda: [x * x])
-    ...     grads, _ = replay_gradients(ops, [x], [y], [tf.ones_like(y)], lambda t: t)
+    ...     grads, _ = replay_gradients(ops, [x], [y], [tf.ones_like(y)], lambda t, _: t)
     ...     return grads[0]
     >>> float(grad_of_square(tf.constant(3.0)))
     6.0
@@ -31,7 +31,14 @@ import tensorflow as tf
 from tensorflow.python.eager import execute as tf_execute
 from tensorflow.python.framework import ops as tf_ops
 
-__all__ = ["record_ops", "ReplayPlan", "plan_replay", "replay_gradients", "CONTROL_FLOW_OPS"]
+__all__ = [
+    "record_ops",
+    "ReplayPlan",
+    "plan_replay",
+    "replay_gradients",
+    "ValueReads",
+    "CONTROL_FLOW_OPS",
+]
 
 #: Ops whose gradients need TensorFlow's own machinery (control flow, calls).
 CONTROL_FLOW_OPS = frozenset(
@@ -175,9 +182,10 @@ def _differentiable(t: tf.Tensor) -> bool:
 class _Tensors(Sequence):
     """An op's inputs or outputs, each fetched from the callback on first use."""
 
-    def __init__(self, tensors, fetch):
+    def __init__(self, tensors, fetch, values: tuple[int, ...] | None):
         self._tensors = list(tensors)
         self._fetch = fetch
+        self._values = values
         self._cache: dict[int, tf.Tensor] = {}
 
     def __len__(self) -> int:
@@ -189,17 +197,19 @@ class _Tensors(Sequence):
         if i < 0:
             i += len(self)
         if i not in self._cache:
-            self._cache[i] = self._fetch(self._tensors[i])
+            by_value = self._values is None or i in self._values
+            self._cache[i] = self._fetch(self._tensors[i], by_value)
         return self._cache[i]
 
 
 class _ReplayOp:
     """An op as its gradient function sees it, with substituted tensors."""
 
-    def __init__(self, op: tf.Operation, fetch):
+    def __init__(self, op: tf.Operation, fetch, values=None):
         self._op = op
-        self.inputs = _Tensors(op.inputs, fetch)
-        self.outputs = _Tensors(op.outputs, fetch)
+        ins, outs = values if values is not None else (None, None)
+        self.inputs = _Tensors(op.inputs, fetch, ins)
+        self.outputs = _Tensors(op.outputs, fetch, outs)
 
     def __getattr__(self, name):
         return getattr(self._op, name)
@@ -222,14 +232,19 @@ _EARLY_COUNT = 4
 _EARLY_BYTES = 128 * 1024 * 1024
 
 
+#: ``(op, skipped inputs) -> (input indices, output indices)`` read by value.
+ValueReads = Callable[[tf.Operation, frozenset], tuple[tuple[int, ...], tuple[int, ...]]]
+
+
 def replay_gradients(
     ops: Sequence[tf.Operation],
     sources: Sequence[tf.Tensor],
     outputs: Sequence[tf.Tensor],
     upstream: Sequence[tf.Tensor | None],
-    fetch: Callable[[tf.Tensor], tf.Tensor],
+    fetch: Callable[[tf.Tensor, bool], tf.Tensor],
     variable_reads: Sequence[Sequence[tf.Tensor]] = (),
     scopes: Mapping[str, str] | None = None,
+    value_reads: ValueReads | None = None,
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
@@ -242,10 +257,16 @@ def replay_gradients(
         sources: Tensors to return gradients for (the block's inputs).
         outputs: The block's outputs.
         upstream: Gradient of the loss for each output (None: no gradient).
-        fetch: Maps a forward tensor to the tensor the backward should use.
+        fetch: ``fetch(tensor, by_value)`` maps a forward tensor to the
+            tensor the backward should use; ``by_value`` is False when the
+            gradient function reads at most its shape.
         variable_reads: Per variable, the ``ReadVariableOp`` outputs of it.
         scopes: Forward name scope per op name (from :func:`record_ops`); each
             op's backward is built in ``gradient_tape/<scope>/`` like the tape's.
+        value_reads: ``value_reads(op, skipped)``: the input and output
+            indices whose values ``op``'s gradient reads when the inputs
+            ``skipped`` need no gradient (see :func:`kswap.layers.saved.op_reads`).
+            None: every value.
 
     Returns:
         ``(source_grads, variable_grads)``, None where there is no gradient.
@@ -288,15 +309,14 @@ def replay_gradients(
         in_grads = [None] * len(op.inputs)
         fn = _gradient_fn(op) if any_grad else None
         if fn is not None:
-            view = _ReplayOp(op, fetch)
-            view.skip_input_indices = (
-                tuple(
-                    i
-                    for i, t in enumerate(op.inputs)
-                    if t.ref() not in reached and t.ref() not in producer
-                )
-                or None
+            skipped = tuple(
+                i
+                for i, t in enumerate(op.inputs)
+                if t.ref() not in reached and t.ref() not in producer
             )
+            values = value_reads(op, frozenset(skipped)) if value_reads else None
+            view = _ReplayOp(op, fetch, values)
+            view.skip_input_indices = skipped or None
             out_grads = [
                 g if g is not None else tf.zeros(t.shape, t.dtype) if _differentiable(t) else None
                 for g, t in zip(out_grads, op.outputs, strict=True)

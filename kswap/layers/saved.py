@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["GRADIENT_READS", "reads", "register_gradient_reads"]
+__all__ = ["GRADIENT_READS", "reads", "op_reads", "register_gradient_reads"]
 
 _NONE: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 _IN0 = ((0,), ())
@@ -47,6 +47,7 @@ GRADIENT_READS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "AddN": _NONE,
     "Neg": _NONE,
     "Identity": _NONE,
+    "ReadVariableOp": _NONE,
     "IdentityN": _NONE,
     "Reshape": _NONE,
     "Squeeze": _NONE,
@@ -68,7 +69,7 @@ GRADIENT_READS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "PreventGradient": _NONE,
     # activations that read their output
     "Relu": _OUT0,
-    "Relu6": ((0,), ()),
+    "Relu6": _OUT0,
     "Elu": _OUT0,
     "Selu": _OUT0,
     "Sigmoid": _OUT0,
@@ -139,6 +140,17 @@ def reads(
     ins = tuple(sorted({i % num_inputs for i in entry[0]})) if num_inputs else ()
     outs = tuple(i for i in entry[1] if i < num_outputs)
     return ins, outs
+
+
+def op_reads(op, skipped: frozenset[int] = frozenset()) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """:func:`reads` for a graph op whose inputs ``skipped`` need no gradient."""
+    return reads(
+        op.type,
+        len(op.inputs),
+        len(op.outputs),
+        skipped=skipped,
+        scalars=frozenset(i for i, t in enumerate(op.inputs) if t.shape.rank == 0),
+    )
 
 
 def register_gradient_reads(

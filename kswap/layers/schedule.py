@@ -58,6 +58,8 @@ class GraphState:
         self.host: dict = {}  # canonical ref -> host copy
         self.device_of: dict = {}  # canonical ref -> device string of the original
         self.restored: dict = {}  # canonical ref -> device copy made in backward
+        self.shapes: dict = {}  # canonical ref -> its dynamic shape, taken in forward
+        self.stand_ins: dict = {}  # canonical ref -> host stand-in made in backward
         self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
         self.finished: dict[int, list] = {}  # block -> the gradients its backward made
         self.backward_order: list[int] = []  # blocks in the order their backward is built
@@ -74,6 +76,31 @@ class GraphState:
         if c.ref() not in self.host:
             self.host[c.ref()] = transfer.to_host(c)
             self.device_of[c.ref()] = c.device
+
+    def remember_shape(self, t: tf.Tensor) -> None:
+        """Takes ``t``'s dynamic shape in forward, for :meth:`stand_in`."""
+        c = canonical(t)
+        if c.ref() not in self.shapes:
+            self.shapes[c.ref()] = tf.shape(c)
+
+    def has_shape(self, t: tf.Tensor) -> bool:
+        return canonical(t).ref() in self.shapes
+
+    def stand_in(self, t: tf.Tensor, gate: list) -> tf.Tensor:
+        """A tensor shaped like ``t`` that holds no device memory, made after ``gate``.
+
+        For gradients that read only the shape of a tensor whose shape is
+        not static: they get this instead of ``t``, which may then be freed
+        in forward.
+        """
+        c = canonical(t)
+        key = c.ref()
+        if key not in self.stand_ins:
+            with tf.control_dependencies(gate):
+                stand_in = transfer.host_stand_in(self.shapes[key], c.dtype)
+            stand_in.set_shape(c.shape)
+            self.stand_ins[key] = stand_in
+        return self.stand_ins[key]
 
     def has_host_copy(self, t: tf.Tensor) -> bool:
         return canonical(t).ref() in self.host

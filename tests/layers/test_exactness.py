@@ -62,6 +62,28 @@ def test_prefetch_zero_matches(kind):
     assert_same_state(ref, off)
 
 
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_dataset_with_unknown_batch_size_matches(kind, monkeypatch):
+    """tf.data batches have no static batch size: shapes are read at run time."""
+    import tensorflow as tf
+
+    from kswap.layers import offload
+
+    monkeypatch.setattr(offload, "MIN_OFFLOAD_BYTES", 0)  # offload every tensor
+    ref = compile_(build(kind))
+    off = kswap.OffloadingModel(compile_(build(kind)))
+    x, y = data(ref)
+    histories = []
+    for model in (ref, off):
+        keras.utils.set_random_seed(5)
+        tup = lambda a: tuple(a) if isinstance(a, list) else a  # noqa: E731
+        dataset = tf.data.Dataset.from_tensor_slices((tup(x), tup(y))).batch(8)
+        assert keras.tree.flatten(dataset.element_spec)[0].shape[0] is None
+        histories.append(model.fit(dataset, shuffle=False, verbose=0).history["loss"])
+    np.testing.assert_array_equal(histories[1], histories[0])
+    assert_same_state(ref, off)
+
+
 @pytest.mark.parametrize("kind", ["sequential", "residual"])
 def test_train_on_batch_evaluate_predict(kind):
     ref = compile_(build(kind))

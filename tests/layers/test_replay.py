@@ -16,7 +16,12 @@ def test_scopes_are_the_tapes_and_backward_ops_are_named_after_them():
                 (a, b), ops, scopes = record_ops(lambda: [x * y, tf.raw_ops.Mul(x=x, y=y)])
         with tf.name_scope("elsewhere"):  # as inside a custom gradient function
             grads, _ = replay_gradients(
-                ops, [x, y], [a, b], [tf.ones_like(a), tf.ones_like(b)], lambda t: t, scopes=scopes
+                ops,
+                [x, y],
+                [a, b],
+                [tf.ones_like(a), tf.ones_like(b)],
+                lambda t, _: t,
+                scopes=scopes,
             )
         seen["ops"] = {op.name: op for op in ops}
         seen["scopes"] = scopes

@@ -1,0 +1,100 @@
+"""The backward reads no forward tensor from the device.
+
+What an op's gradient reads is declared in ``kswap.layers.saved``; if the
+declaration is wrong for the installed TensorFlow (a gradient that reads its
+output rather than its input, say), the forward tensor silently stays on the
+device until backward. These tests look at the built training graph itself:
+no op of the model's backward may consume a forward tensor worth offloading,
+whether batch shapes are static (arrays) or not (``tf.data``).
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kswap
+from kswap import transfer
+from kswap.layers import offload, saved, schedule
+from kswap.trace.build import in_scope
+from tests.layers.helpers import build, compile_, data
+from tests.layers.models import BUILDERS
+
+
+def _training_graph(model, x, y, dynamic: bool):
+    xs = x if isinstance(x, list) else [x]
+    ys = y if isinstance(y, list) else [y]
+    spec = lambda a: tf.TensorSpec((None if dynamic else a.shape[0], *a.shape[1:]))  # noqa: E731
+
+    @tf.function(input_signature=([spec(a) for a in xs], [spec(a) for a in ys]))
+    def step(xs, ys):
+        with tf.GradientTape() as tape:
+            out = keras.tree.flatten(model(xs if len(xs) > 1 else xs[0], training=True))
+            errors = [tf.reduce_mean(tf.square(o - t)) for o, t in zip(out, ys, strict=True)]
+            loss = tf.add_n(errors)
+        return tape.gradient(loss, model.trainable_weights)
+
+    return step.get_concrete_function().graph
+
+
+def _read_from_device(graph, scope: str) -> list[str]:
+    """Forward tensors of ``scope`` that backward ops consume directly."""
+    found = []
+    for op in graph.get_operations():
+        if not op.name.startswith(scope + "/") or op.type in ("ReadVariableOp", "Const", "Shape"):
+            continue
+        for t in op.outputs:
+            n = t.shape.num_elements()
+            if n is not None and n * t.dtype.size < offload.MIN_OFFLOAD_BYTES:
+                continue
+            readers = [
+                c.name
+                for c in t.consumers()
+                if c.name.startswith(f"gradient_tape/{scope}/")
+                and not in_scope(c.name, transfer.DEVICE_SCOPE)
+            ]
+            if readers:
+                found.append(f"{t.name} <- {readers[0]}")
+    return found
+
+
+def _check(model, x, y, dynamic):
+    graph = _training_graph(model, x, y, dynamic)
+    scope = next(
+        op.name.split("/")[0] for op in graph.get_operations() if "/" in op.name
+    )  # the model's name scope (Keras may add a suffix)
+    assert _read_from_device(graph, scope) == []
+    states = schedule._STATES.get(graph, {}).values()
+    assert [k for state in states for k in state.kept_on_device] == []
+    assert any(state.host for state in states)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_small_models(kind, dynamic, monkeypatch):
+    monkeypatch.setattr(offload, "MIN_OFFLOAD_BYTES", 0)  # their tensors are tiny
+    model = kswap.OffloadingModel(compile_(build(kind)))
+    x, y = data(model, 64)
+    _check(model, x, y, dynamic)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
+def test_applications(name, dynamic):
+    model = getattr(keras.applications, name)(weights=None, input_shape=(32, 32, 3))
+    model = kswap.OffloadingModel(compile_(model))
+    rng = np.random.default_rng(0)
+    x = rng.random((4, 32, 32, 3), dtype=np.float32)
+    y = rng.random((4, 1000), dtype=np.float32)
+    _check(model, x, y, dynamic)
+
+
+def test_a_wrong_declaration_is_caught(monkeypatch):
+    """Declaring that Relu's gradient reads nothing leaves its output on the device."""
+    monkeypatch.setattr(offload, "MIN_OFFLOAD_BYTES", 0)
+    monkeypatch.setitem(saved.GRADIENT_READS, "Relu", ((), ()))
+    model = kswap.OffloadingModel(compile_(build("residual")))
+    x, y = data(model, 64)
+    graph = _training_graph(model, x, y, dynamic=False)
+    scope = next(op.name.split("/")[0] for op in graph.get_operations() if "/" in op.name)
+    assert any("ReluGrad" in r for r in _read_from_device(graph, scope))
