@@ -222,7 +222,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
-        state.arrive(index, upstream)
+        upstream = state.arrive(index, list(upstream))
         gate = state.gate(index, wrapper.prefetch)
 
         def fetch(t: tf.Tensor, by_value: bool) -> tf.Tensor:
@@ -286,7 +286,7 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
     def grad(*upstream, variables=None):
         upstream = list(upstream)
         if state is not None:
-            state.arrive(index, upstream)
+            upstream = state.arrive(index, upstream)
             gate = state.gate(index, wrapper.prefetch)
             back = [
                 state.swap_in(x, gate) if off else x for x, off in zip(xs, offloaded, strict=True)

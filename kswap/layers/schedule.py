@@ -1,7 +1,7 @@
 """Per-graph bookkeeping of offloaded blocks: host copies, swap-ins and gates.
 
 Every offloaded block traced into one graph (one replica of one training
-function) registers here in forward order. The state makes three promises:
+function) registers here in forward order. The state makes four promises:
 
 - **once per tensor:** a tensor several blocks need (a residual branch, a
   concatenation input, a layer's output that the next layer also reads) gets
@@ -12,6 +12,9 @@ function) registers here in forward order. The state makes three promises:
   backward starts and overlap its compute, instead of all at the start of
   backward as TensorFlow's executor would run them (with ``prefetch=0`` they
   wait for the backward just before theirs to end);
+- **one backward at a time:** a block's backward starts once the one built
+  before it has made all its gradients, so independent branches do not
+  hold their working sets on the device together;
 - **accounting:** tensors the backward had to read from the device (no host
   copy) are recorded, so tests and users can see what stayed.
 
@@ -105,13 +108,27 @@ class GraphState:
     def has_host_copy(self, t: tf.Tensor) -> bool:
         return canonical(t).ref() in self.host
 
-    def arrive(self, index: int, upstream: list) -> None:
-        """Records block ``index``'s upstream gradient (its backward has begun)."""
+    def arrive(self, index: int, upstream: list) -> list:
+        """Records that block ``index``'s backward begins with ``upstream``.
+
+        Returns:
+            ``upstream``, held until the backward built just before this
+            one has made all its gradients: blocks' backwards run one at a
+            time, in the order they are built, so two independent branches
+            (a residual block's shortcut and main path) do not hold their
+            working sets on the device together.
+        """
+        if index not in self.backward_order:
+            self.backward_order.append(index)
+        pos = self.backward_order.index(index)
+        before = self.finished.get(self.backward_order[pos - 1], []) if pos else []
+        if before:
+            with tf.control_dependencies(before):
+                upstream = [tf.identity(g) if isinstance(g, tf.Tensor) else g for g in upstream]
         present = [g for g in upstream if g is not None]
         if present and index not in self.arrivals:
             self.arrivals[index] = present[0]
-        if index not in self.backward_order:
-            self.backward_order.append(index)
+        return upstream
 
     def finish(self, index: int, grads: list) -> None:
         """Records the gradients block ``index``'s backward made (its end)."""

@@ -98,3 +98,31 @@ def test_prefetch_zero_waits_for_the_next_block_to_finish():
         # everything block i + 1's backward allocates (input and kernel
         # gradients) comes before block i's tensors are brought back
         assert restore[f"c{i}"] > max(made[f"c{i + 1}"]), (i, restore, made)
+
+
+def test_branches_run_their_backwards_one_at_a_time():
+    """A residual block's two paths: one layer's backward allocates at a time."""
+    inp = keras.Input((32, 32, 8))
+    paths = []
+    for p in ("a", "b"):
+        h = keras.layers.Conv2D(16, 3, padding="same", name=f"{p}1")(inp)
+        h = keras.layers.BatchNormalization(name=f"{p}2")(h)
+        paths.append(keras.layers.Conv2D(8, 3, padding="same", name=f"{p}3")(h))
+    h = keras.layers.Add(name="add")(paths)
+    out = keras.layers.Dense(2, name="out")(keras.layers.GlobalAveragePooling2D(name="gap")(h))
+    model = keras.Model(inp, out)
+    model.compile("sgd", "mse")
+    rng = np.random.default_rng(0)
+    x = rng.random((32, 32, 32, 8), dtype=np.float32)
+    y = rng.random((32, 2), dtype=np.float32)
+    trace = kswap.profile(kswap.OffloadingModel(model), x, y, steps=1, batch_size=32)
+    spans: dict[str, list[int]] = {}
+    for b in trace.buffers:
+        if b.step == 0 and b.op and b.layer and b.op.startswith("gradient_tape/"):
+            if not in_scope(b.op, transfer.DEVICE_SCOPE) and b.layer[0] in "ab":
+                span = spans.setdefault(b.layer, [b.start_ns, b.start_ns])
+                span[0], span[1] = min(span[0], b.start_ns), max(span[1], b.start_ns)
+    assert len(spans) == 6, spans
+    ordered = sorted(spans.values())
+    for (_, last), (first, _) in zip(ordered, ordered[1:], strict=False):
+        assert last < first, spans
