@@ -2,6 +2,7 @@
 
     python benchmarks/offload.py                       # ResNet50, MobileNetV2, VGG16
     python benchmarks/offload.py --models ResNet50 --variants baseline,all
+    python benchmarks/offload.py --optimizer sgd   # no optimizer slots on the device
 
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``),
@@ -49,9 +50,9 @@ def worker(args) -> None:
     if args.variant.startswith("remat"):
         mode = args.variant.split("-", 1)[1] if "-" in args.variant else "full"
         with keras.RematScope(mode=mode):
-            model = build_model(spec, shape, **kwargs)
+            model = build_model(spec, shape, optimizer=args.optimizer, **kwargs)
     else:
-        model = build_model(spec, shape, **kwargs)
+        model = build_model(spec, shape, optimizer=args.optimizer, **kwargs)
     policy, _, prefetch = args.variant.partition("@")
     if policy in ("all", "conv"):
         model = kswap.OffloadingModel(model, policy=policy, prefetch=int(prefetch or 1))
@@ -101,6 +102,8 @@ def _run(args, name: str, variant: str) -> dict:
             str(args.batch),
             "--steps",
             str(args.steps),
+            "--optimizer",
+            args.optimizer,
         ]
     )
 
@@ -134,6 +137,7 @@ def main() -> None:
     p.add_argument("--input", default="96,96,3")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--optimizer", default="adam", help="a Keras optimizer name")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per configuration")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -158,8 +162,9 @@ def main() -> None:
             rows.append(_row(name, variant, runs[variant], base))
             print(rows[-1], flush=True)
     print(
-        f"\ninput {args.input}, batch {args.batch}, Adam; medians of {args.repeats} fresh "
-        f"processes per variant, variants interleaved, each timing {args.steps} steps (median); "
+        f"\ninput {args.input}, batch {args.batch}, optimizer {args.optimizer}; "
+        f"medians of {args.repeats} fresh processes per variant, variants interleaved, "
+        f"each timing {args.steps} steps (median); "
         f"time / baseline is the median of per-repeat ratios; {device_label(emulated)}\n"
     )
     print(
