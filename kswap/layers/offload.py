@@ -222,7 +222,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
-        upstream = state.arrive(index, list(upstream))
+        upstream = state.arrive(index, list(upstream), wrapper.prefetch)
         gate = state.gate(index, wrapper.prefetch)
 
         def fetch(t: tf.Tensor, by_value: bool) -> tf.Tensor:
@@ -242,7 +242,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads
         )
-        state.finish(index, list(source_grads) + list(var_grads))
+        state.finish(index, list(source_grads), list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad
@@ -286,7 +286,7 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
     def grad(*upstream, variables=None):
         upstream = list(upstream)
         if state is not None:
-            upstream = state.arrive(index, upstream)
+            upstream = state.arrive(index, upstream, wrapper.prefetch)
             gate = state.gate(index, wrapper.prefetch)
             back = [
                 state.swap_in(x, gate) if off else x for x, off in zip(xs, offloaded, strict=True)
@@ -301,7 +301,7 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )
         if state is not None:
-            state.finish(index, list(source_grads) + list(var_grads))
+            state.finish(index, list(source_grads), list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad

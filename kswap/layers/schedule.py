@@ -13,8 +13,9 @@ function) registers here in forward order. The state makes four promises:
   backward as TensorFlow's executor would run them (with ``prefetch=0`` they
   wait for the backward just before theirs to end);
 - **one backward at a time:** a block's backward starts once the one built
-  before it has made all its gradients, so independent branches do not
-  hold their working sets on the device together;
+  before it has made its input gradients (and, with ``prefetch=0``, its
+  weight gradients too), so independent branches do not hold their working
+  sets on the device together;
 - **accounting:** tensors the backward had to read from the device (no host
   copy) are recorded, so tests and users can see what stayed.
 
@@ -64,7 +65,7 @@ class GraphState:
         self.shapes: dict = {}  # canonical ref -> its dynamic shape, taken in forward
         self.stand_ins: dict = {}  # canonical ref -> host stand-in made in backward
         self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
-        self.finished: dict[int, list] = {}  # block -> the gradients its backward made
+        self.finished: dict[int, tuple[list, list]] = {}  # block -> its input, weight grads
         self.backward_order: list[int] = []  # blocks in the order their backward is built
         self.kept_on_device: list[tuple[str, str]] = []  # (block, tensor) read from device
 
@@ -108,31 +109,38 @@ class GraphState:
     def has_host_copy(self, t: tf.Tensor) -> bool:
         return canonical(t).ref() in self.host
 
-    def arrive(self, index: int, upstream: list) -> list:
+    def arrive(self, index: int, upstream: list, prefetch: int) -> list:
         """Records that block ``index``'s backward begins with ``upstream``.
 
         Returns:
-            ``upstream``, held until the backward built just before this
-            one has made all its gradients: blocks' backwards run one at a
-            time, in the order they are built, so two independent branches
-            (a residual block's shortcut and main path) do not hold their
-            working sets on the device together.
+            ``upstream``, held until the backward built just before this one
+            has made its input gradients (``prefetch >= 1``) or all its
+            gradients, weights included (``prefetch == 0``). Blocks'
+            backwards thus run one at a time, in the order they are built,
+            so two independent branches (a residual block's shortcut and main
+            path) do not hold their working sets on the device together; with
+            ``prefetch >= 1`` weight gradients still overlap the next block.
         """
         if index not in self.backward_order:
             self.backward_order.append(index)
         pos = self.backward_order.index(index)
-        before = self.finished.get(self.backward_order[pos - 1], []) if pos else []
-        if before:
-            with tf.control_dependencies(before):
-                upstream = [tf.identity(g) if isinstance(g, tf.Tensor) else g for g in upstream]
+        if pos:
+            inputs, weights = self.finished.get(self.backward_order[pos - 1], ([], []))
+            before = inputs + weights if prefetch == 0 else inputs
+            if before:
+                with tf.control_dependencies(before):
+                    upstream = [tf.identity(g) if isinstance(g, tf.Tensor) else g for g in upstream]
         present = [g for g in upstream if g is not None]
         if present and index not in self.arrivals:
             self.arrivals[index] = present[0]
         return upstream
 
-    def finish(self, index: int, grads: list) -> None:
+    def finish(self, index: int, input_grads: list, weight_grads: list) -> None:
         """Records the gradients block ``index``'s backward made (its end)."""
-        self.finished[index] = [g for g in grads if g is not None]
+        self.finished[index] = (
+            [g for g in input_grads if g is not None],
+            [g for g in weight_grads if g is not None],
+        )
 
     def gate(self, index: int, prefetch: int) -> list[tf.Tensor]:
         """What block ``index``'s swap-ins wait for.
@@ -155,7 +163,8 @@ class GraphState:
             return [t for t in (ahead if ahead is not None else own,) if t is not None]
         deps = [own] if own is not None else []
         if pos >= 1:
-            deps += self.finished.get(self.backward_order[pos - 1], [])
+            inputs, weights = self.finished.get(self.backward_order[pos - 1], ([], []))
+            deps += inputs + weights
         return deps
 
     def swap_in(self, t: tf.Tensor, gate: list) -> tf.Tensor:
