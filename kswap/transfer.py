@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import tensorflow as tf
@@ -83,8 +84,6 @@ def host_stand_in(shape: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     so that the device tensor need not stay alive for it. Its memory is never
     written, so the operating system does not back it with pages.
     """
-    with tf.name_scope(HOST_SCOPE):
-        if has_gpu():
-            with tf.device("/CPU:0"):
-                return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=False)
+    on_host = tf.device("/CPU:0") if has_gpu() else contextlib.nullcontext()
+    with tf.name_scope(HOST_SCOPE), on_host:
         return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=False)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
@@ -187,6 +188,7 @@ class _Tensors(Sequence):
         self._fetch = fetch
         self._values = values
         self._cache: dict[int, tf.Tensor] = {}
+        self.stand_ins: list[tf.Tensor] = []  # fetched for their shape, not the originals
 
     def __len__(self) -> int:
         return len(self._tensors)
@@ -199,6 +201,8 @@ class _Tensors(Sequence):
         if i not in self._cache:
             by_value = self._values is None or i in self._values
             self._cache[i] = self._fetch(self._tensors[i], by_value)
+            if not by_value and self._cache[i] is not self._tensors[i]:
+                self.stand_ins.append(self._cache[i])
         return self._cache[i]
 
 
@@ -213,6 +217,14 @@ class _ReplayOp:
 
     def __getattr__(self, name):
         return getattr(self._op, name)
+
+    def misread(self) -> bool:
+        """Whether the gradient used a shape-only stand-in for more than its shape."""
+        stand_ins = self.inputs.stand_ins + self.outputs.stand_ins
+        return any(c.type not in _SHAPE_OPS for t in stand_ins for c in t.consumers())
+
+
+_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
 def _aggregate(grads: list):
@@ -230,6 +242,20 @@ def _aggregate(grads: list):
 # have arrived and they hold over _EARLY_BYTES; doing the same keeps sums equal.
 _EARLY_COUNT = 4
 _EARLY_BYTES = 128 * 1024 * 1024
+
+
+_MISREAD: set[str] = set()
+
+
+def _warn_misread(op: tf.Operation) -> None:
+    if op.type not in _MISREAD:
+        _MISREAD.add(op.type)
+        warnings.warn(
+            f"The gradient of {op.type} reads a value kswap expected it to read only the "
+            f"shape of (op {op.name}); kswap reads it by value instead. Declare what it "
+            "reads with kswap.layers.saved.register_gradient_reads.",
+            stacklevel=2,
+        )
 
 
 #: ``(op, skipped inputs) -> (input indices, output indices)`` read by value.
@@ -315,14 +341,20 @@ def replay_gradients(
                 if t.ref() not in reached and t.ref() not in producer
             )
             values = value_reads(op, frozenset(skipped)) if value_reads else None
-            view = _ReplayOp(op, fetch, values)
-            view.skip_input_indices = skipped or None
             out_grads = [
                 g if g is not None else tf.zeros(t.shape, t.dtype) if _differentiable(t) else None
                 for g, t in zip(out_grads, op.outputs, strict=True)
             ]
+            view = _ReplayOp(op, fetch, values)
+            view.skip_input_indices = skipped or None
             with tf.name_scope(_tape_scope(op, scopes or {})):
                 result = fn(view, *out_grads)
+            if view.misread():  # ``value_reads`` is wrong for this op: build it again
+                _warn_misread(op)
+                view = _ReplayOp(op, fetch, None)
+                view.skip_input_indices = skipped or None
+                with tf.name_scope(_tape_scope(op, scopes or {})):
+                    result = fn(view, *out_grads)
             result = list(result) if isinstance(result, (list, tuple)) else [result]
             in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]
         for t, g in zip(op.inputs, in_grads, strict=True):

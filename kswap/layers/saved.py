@@ -2,13 +2,16 @@
 
 A gradient function reads some of its op's inputs and outputs as values
 (``MatMul`` reads both inputs, ``Relu`` its output, ``BiasAdd`` nothing). Only
-those need a host copy; the rest are needed at most for their static shape.
-An op type missing from :data:`GRADIENT_READS` is assumed to read everything,
-which is always correct and only costs transfers.
+those need a host copy; the rest are needed at most for their shape (a
+static shape is a constant; an unknown one is served by a stand-in). An op
+type missing from :data:`GRADIENT_READS` is assumed to read everything, which
+is always correct and only costs transfers.
 
 This table decides memory, never correctness: the backward asks for every
-tensor it reads through :func:`kswap.layers.replay.replay_gradients`, and a
-tensor that has no host copy is then used from the device (and reported).
+tensor it reads through :func:`kswap.layers.replay.replay_gradients`; a
+tensor that has no host copy is then used from the device (and reported),
+and a gradient that uses a shape stand-in for more than its shape is built
+again from the real tensors (with a warning).
 
 Example:
     >>> from kswap.layers.saved import reads

@@ -8,6 +8,8 @@ no op of the model's backward may consume a forward tensor worth offloading,
 whether batch shapes are static (arrays) or not (``tf.data``).
 """
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -15,9 +17,9 @@ import tensorflow as tf
 
 import kswap
 from kswap import transfer
-from kswap.layers import offload, saved, schedule
+from kswap.layers import offload, replay, saved, schedule
 from kswap.trace.build import in_scope
-from tests.layers.helpers import build, compile_, data
+from tests.layers.helpers import assert_same_state, build, compile_, data
 from tests.layers.models import BUILDERS
 
 
@@ -98,3 +100,23 @@ def test_a_wrong_declaration_is_caught(monkeypatch):
     graph = _training_graph(model, x, y, dynamic=False)
     scope = next(op.name.split("/")[0] for op in graph.get_operations() if "/" in op.name)
     assert any("ReluGrad" in r for r in _read_from_device(graph, scope))
+
+
+def test_a_wrong_declaration_costs_memory_never_correctness(monkeypatch):
+    """With unknown batch sizes a shape-only read gets a stand-in; a misread is rebuilt."""
+    monkeypatch.setattr(offload, "MIN_OFFLOAD_BYTES", 0)
+    monkeypatch.setitem(saved.GRADIENT_READS, "Relu", ((), ()))
+    monkeypatch.setattr(replay, "_MISREAD", set())
+    ref = compile_(build("residual"))
+    off = kswap.OffloadingModel(compile_(build("residual")))
+    x, y = data(ref)
+    losses = []
+    for model in (ref, off):
+        keras.utils.set_random_seed(5)
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            losses.append(model.fit(dataset, shuffle=False, verbose=0).history["loss"])
+    assert any("The gradient of Relu reads a value" in str(w.message) for w in caught)
+    np.testing.assert_array_equal(losses[1], losses[0])
+    assert_same_state(ref, off)
