@@ -14,4 +14,6 @@ $PY benchmarks/batch_scaling.py --model keras.applications.MobileNetV2 --input 9
 $PY benchmarks/profiler_overhead.py --steps 5
 $PY benchmarks/packing_speed.py
 $PY benchmarks/packing_models.py
-$PY benchmarks/offload.py --variants baseline,all,all@0,conv,remat --repeats 5
+$PY benchmarks/offload.py --variants baseline,all,all@0,conv,remat --repeats 3
+$PY benchmarks/offload_time.py --model MobileNetV2 --rounds 25
+$PY benchmarks/offload_time.py --model ResNet50 --rounds 10

@@ -1,0 +1,81 @@
+"""Step time of offloading, variants side by side in one process.
+
+    python benchmarks/offload_time.py --model MobileNetV2 --rounds 25
+
+``benchmarks/offload.py`` measures each variant in a fresh process, which
+isolates memory but lets the machine's speed drift between processes. This
+one builds every variant in one process (each from the same seed, with its
+own weights), warms each up with 2 ``train_on_batch`` steps, then runs
+``--rounds`` rounds of one step per variant and reports median step times and
+their ratio to the first variant. Memory is not measured here. On a machine
+without a GPU the host copies are memory copies on the same cores as the
+compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _common import table
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--model", default="MobileNetV2", help="a keras.applications name")
+    p.add_argument("--variants", default="baseline,all,all@0", help="as in offload.py")
+    p.add_argument("--input", default="96,96,3")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=25)
+    args = p.parse_args()
+    if args.rounds < 1:
+        p.error(f"--rounds must be >= 1. Received: {args.rounds}")
+
+    import keras
+
+    import kswap
+    from kswap.modelspec import build_model, synthetic_data
+
+    shape = tuple(int(s) for s in args.input.split(","))
+    kwargs = {"include_top": False} if args.model == "VGG16" else {}
+    variants = args.variants.split(",")
+    models = {}
+    for variant in variants:
+        keras.utils.set_random_seed(0)
+        model = build_model(f"keras.applications.{args.model}", shape, **kwargs)
+        policy, _, prefetch = variant.partition("@")
+        if policy != "baseline":
+            model = kswap.OffloadingModel(model, policy=policy, prefetch=int(prefetch or 1))
+        models[variant] = model
+    x, y = synthetic_data(models[variants[0]], args.batch)
+    for model in models.values():
+        for _ in range(2):
+            model.train_on_batch(x, y)
+    seconds: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for variant, model in models.items():
+            start = time.perf_counter()
+            model.train_on_batch(x, y)
+            seconds[variant].append(time.perf_counter() - start)
+    base = statistics.median(seconds[variants[0]])
+    rows = [
+        [
+            args.model,
+            v,
+            f"{statistics.median(seconds[v]) * 1000:.0f}",
+            f"{statistics.median(seconds[v]) / base:.2f}",
+        ]
+        for v in variants
+    ]
+    print(
+        f"\ninput {args.input}, batch {args.batch}; median of {args.rounds} rounds, "
+        "one step of each variant per round\n"
+    )
+    print(table(["model", "variant", "step ms", f"time / {variants[0]}"], rows))
+
+
+if __name__ == "__main__":
+    main()
