@@ -70,23 +70,8 @@ def worker(args) -> None:
         return
     out = m.to_dict()
     out["floor_bytes"] = _floor(m.trace)
-    out["tensor_peak_bytes"] = _tensor_peak(m.trace)
+    out["tensor_peak_bytes"] = m.trace.peak_bytes("device", requested=True)
     print(json.dumps(out))
-
-
-def _tensor_peak(trace) -> int:
-    """Peak of the bytes tensors asked for, before the allocator rounds them up."""
-    changes: dict[int, int] = {}
-    for b in trace.tier("device"):
-        n = b.requested_bytes if b.requested_bytes is not None else b.size
-        changes[b.start_ns] = changes.get(b.start_ns, 0) + n
-        if not b.alive_at_end:
-            changes[b.end_ns] = changes.get(b.end_ns, 0) - n
-    live = peak = 0
-    for t in sorted(changes):
-        live += changes[t]
-        peak = max(peak, live)
-    return peak
 
 
 def _floor(trace) -> int:

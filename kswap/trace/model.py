@@ -139,24 +139,29 @@ class Trace:
         _check_tier(tier)
         return tuple(b for b in self.buffers if b.tier == tier)
 
-    def timeline(self, tier: str = "device", step: int | None = None) -> Timeline:
+    def timeline(
+        self, tier: str = "device", step: int | None = None, *, requested: bool = False
+    ) -> Timeline:
         """Live bytes of ``tier`` after every allocation and deallocation.
 
         Args:
             tier: ``"device"`` or ``"host"``.
             step: Only the window of this profiled step (bytes alive when it
                 began included), or the whole trace if None.
+            requested: Count the bytes each buffer asked for (where recorded)
+                instead of the block the allocator gave it.
         """
         lo, hi = self._window(step)
         changes: dict[int, int] = {}
         for b in self.tier(tier):
             end = self.duration_ns + 1 if b.alive_at_end else b.end_ns
-            if end <= lo or b.start_ns > hi or b.size == 0:
+            size = b.requested_bytes if requested and b.requested_bytes is not None else b.size
+            if end <= lo or b.start_ns > hi or size == 0:
                 continue
             s = max(b.start_ns, lo)
-            changes[s] = changes.get(s, 0) + b.size
+            changes[s] = changes.get(s, 0) + size
             if end <= hi:
-                changes[end] = changes.get(end, 0) - b.size
+                changes[end] = changes.get(end, 0) - size
         times, live, total = [], [], 0
         for t in sorted(changes):
             total += changes[t]
@@ -164,9 +169,15 @@ class Trace:
             live.append(total)
         return Timeline(tuple(times), tuple(live))
 
-    def peak_bytes(self, tier: str = "device", step: int | None = None) -> int:
-        """The most bytes in use in ``tier`` at any moment (of ``step``)."""
-        return self.timeline(tier, step).peak_bytes
+    def peak_bytes(
+        self, tier: str = "device", step: int | None = None, *, requested: bool = False
+    ) -> int:
+        """The most bytes in use in ``tier`` at any moment (of ``step``).
+
+        With ``requested=True``, the bytes the tensors asked for, before the
+        allocator rounded them up to its blocks.
+        """
+        return self.timeline(tier, step, requested=requested).peak_bytes
 
     def step_peak_bytes(self, tier: str = "device") -> int:
         """Largest rise over the bytes in use at a step's start, over all steps.

@@ -58,3 +58,17 @@ def test_bad_tier_and_format():
         small_trace().peak_bytes("disk")
     with pytest.raises(ValueError, match="Not a kswap trace"):
         Trace.from_json('{"format": "other"}')
+
+
+def test_requested_bytes_peak():
+    t = Trace(
+        buffers=(
+            Allocation(size=1024, requested_bytes=600, start_ns=0, end_ns=10),
+            Allocation(size=512, requested_bytes=512, start_ns=5, end_ns=20),
+            Allocation(size=256, start_ns=8, end_ns=30),  # nothing recorded: its block
+        ),
+        duration_ns=30,
+    )
+    assert t.peak_bytes() == 1024 + 512 + 256
+    assert t.peak_bytes(requested=True) == 600 + 512 + 256
+    assert t.timeline(requested=True).live_bytes == (600, 1112, 1368, 768, 256, 0)
