@@ -41,25 +41,34 @@ MODELS = {
 }
 
 
-def worker(args) -> None:
+def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "adam"):
+    """The compiled keras.applications model ``name`` as ``variant`` builds it, seed 0."""
     import keras
 
     import kswap
-    from kswap.modelspec import build_model, synthetic_data
+    from kswap.modelspec import build_model
 
-    spec = f"keras.applications.{args.model}"
-    shape = tuple(int(s) for s in args.input.split(","))
-    kwargs = MODELS.get(args.model, {})
+    spec = f"keras.applications.{name}"
+    shape = tuple(int(s) for s in input_shape.split(","))
+    kwargs = MODELS.get(name, {})
     keras.utils.set_random_seed(0)
-    if args.variant.startswith("remat"):
-        mode = args.variant.split("-", 1)[1] if "-" in args.variant else "full"
+    if variant.startswith("remat"):
+        mode = variant.split("-", 1)[1] if "-" in variant else "full"
         with keras.RematScope(mode=mode):
-            model = build_model(spec, shape, optimizer=args.optimizer, **kwargs)
+            model = build_model(spec, shape, optimizer=optimizer, **kwargs)
     else:
-        model = build_model(spec, shape, optimizer=args.optimizer, **kwargs)
-    policy, _, prefetch = args.variant.partition("@")
+        model = build_model(spec, shape, optimizer=optimizer, **kwargs)
+    policy, _, prefetch = variant.partition("@")
     if policy in ("all", "conv"):
         model = kswap.OffloadingModel(model, policy=policy, prefetch=int(prefetch or 1))
+    return model
+
+
+def worker(args) -> None:
+    import kswap
+    from kswap.modelspec import synthetic_data
+
+    model = build_variant(args.model, args.variant, args.input, args.optimizer)
     x, y = synthetic_data(model, 2 * args.batch)
     try:
         m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)

@@ -19,6 +19,7 @@ import statistics
 import time
 
 from _common import table
+from offload import build_variant
 
 
 def main() -> None:
@@ -34,22 +35,10 @@ def main() -> None:
     if args.rounds < 1:
         p.error(f"--rounds must be >= 1. Received: {args.rounds}")
 
-    import keras
+    from kswap.modelspec import synthetic_data
 
-    import kswap
-    from kswap.modelspec import build_model, synthetic_data
-
-    shape = tuple(int(s) for s in args.input.split(","))
-    kwargs = {"include_top": False} if args.model == "VGG16" else {}
     variants = args.variants.split(",")
-    models = {}
-    for variant in variants:
-        keras.utils.set_random_seed(0)
-        model = build_model(f"keras.applications.{args.model}", shape, **kwargs)
-        policy, _, prefetch = variant.partition("@")
-        if policy != "baseline":
-            model = kswap.OffloadingModel(model, policy=policy, prefetch=int(prefetch or 1))
-        models[variant] = model
+    models = {v: build_variant(args.model, v, args.input) for v in variants}
     x, y = synthetic_data(models[variants[0]], args.batch)
     for model in models.values():
         for _ in range(2):

@@ -244,6 +244,14 @@ _EARLY_COUNT = 4
 _EARLY_BYTES = 128 * 1024 * 1024
 
 
+def _call_gradient(fn, op, fetch, values, skipped, out_grads, scope):
+    """Calls ``op``'s gradient function on a view of it; returns its result and the view."""
+    view = _ReplayOp(op, fetch, values)
+    view.skip_input_indices = skipped or None
+    with tf.name_scope(scope):
+        return fn(view, *out_grads), view
+
+
 _MISREAD: set[str] = set()
 
 
@@ -345,16 +353,11 @@ def replay_gradients(
                 g if g is not None else tf.zeros(t.shape, t.dtype) if _differentiable(t) else None
                 for g, t in zip(out_grads, op.outputs, strict=True)
             ]
-            view = _ReplayOp(op, fetch, values)
-            view.skip_input_indices = skipped or None
-            with tf.name_scope(_tape_scope(op, scopes or {})):
-                result = fn(view, *out_grads)
+            scope = _tape_scope(op, scopes or {})
+            result, view = _call_gradient(fn, op, fetch, values, skipped, out_grads, scope)
             if view.misread():  # ``value_reads`` is wrong for this op: build it again
                 _warn_misread(op)
-                view = _ReplayOp(op, fetch, None)
-                view.skip_input_indices = skipped or None
-                with tf.name_scope(_tape_scope(op, scopes or {})):
-                    result = fn(view, *out_grads)
+                result, _ = _call_gradient(fn, op, fetch, None, skipped, out_grads, scope)
             result = list(result) if isinstance(result, (list, tuple)) else [result]
             in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]
         for t, g in zip(op.inputs, in_grads, strict=True):

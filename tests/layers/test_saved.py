@@ -60,12 +60,14 @@ def _read_from_device(graph, scope: str) -> list[str]:
     return found
 
 
+def _model_scope(graph) -> str:
+    """The model's name scope (Keras may add a suffix to the model's name)."""
+    return next(op.name.split("/")[0] for op in graph.get_operations() if "/" in op.name)
+
+
 def _check(model, x, y, dynamic):
     graph = _training_graph(model, x, y, dynamic)
-    scope = next(
-        op.name.split("/")[0] for op in graph.get_operations() if "/" in op.name
-    )  # the model's name scope (Keras may add a suffix)
-    assert _read_from_device(graph, scope) == []
+    assert _read_from_device(graph, _model_scope(graph)) == []
     states = schedule._STATES.get(graph, {}).values()
     assert [k for state in states for k in state.kept_on_device] == []
     assert any(state.host for state in states)
@@ -98,8 +100,7 @@ def test_a_wrong_declaration_is_caught(monkeypatch):
     model = kswap.OffloadingModel(compile_(build("residual")))
     x, y = data(model, 64)
     graph = _training_graph(model, x, y, dynamic=False)
-    scope = next(op.name.split("/")[0] for op in graph.get_operations() if "/" in op.name)
-    assert any("ReluGrad" in r for r in _read_from_device(graph, scope))
+    assert any("ReluGrad" in r for r in _read_from_device(graph, _model_scope(graph)))
 
 
 def test_a_wrong_declaration_costs_memory_never_correctness(monkeypatch):
