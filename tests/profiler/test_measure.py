@@ -48,7 +48,11 @@ def test_step_peak_scales_with_batch_when_activations_dominate():
         kswap.measure(model, x, y, steps=1, batch_size=b, isolate=True).device_peak_bytes
         for b in sizes
     ]
-    # weights are a few KiB: doubling the batch doubles the peak (within
-    # the allocator's rounding and the executor's ordering)
-    ratios = np.array(peaks[1:]) / np.array(peaks[:-1])
-    assert np.all((ratios > 1.8) & (ratios < 2.2)), dict(zip(sizes, peaks, strict=True))
+    # weights are a few KiB, so the peak is a number of convolution outputs
+    # (0.5 MiB per example each): backward needs the three forward outputs
+    # plus an upstream gradient at least, and the whole step never holds
+    # more than seven. The executor orders independent ops freely, which
+    # moves the peak by one output between runs, so the count is a range.
+    per_output = [b * 64 * 64 * 32 * 4 for b in sizes]
+    counts = np.array(peaks) / np.array(per_output)
+    assert np.all((counts >= 4) & (counts < 7)), dict(zip(sizes, counts.round(2), strict=True))
