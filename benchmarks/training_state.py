@@ -3,10 +3,11 @@
     python benchmarks/training_state.py                  # ResNet50, MobileNetV2, VGG16
     python benchmarks/training_state.py --optimizer sgd --input 160,160,3
 
-Offloading activations cannot bring a step's device peak below this state:
-the weights and the optimizer's slots stay on the device for the whole step,
-and Keras's optimizer applies every weight gradient at once after backward, so
-all of them are alive together at its end. The models are the ones
+Offloading activations cannot bring a step's device peak below the weights
+and the optimizer's slots, which stay on the device for the whole step (the
+"resident" column). Weight gradients come on top while they wait for the
+optimizer; inside a ``tf.function`` it applies each one as soon as it is
+ready, so not all of them need to be alive at once. The models are the ones
 ``benchmarks/offload.py`` measures (same builder, seed and optimizer); the
 optimizer's slots are counted from its variables once built. Sizes only: no
 step runs.
@@ -47,11 +48,13 @@ def main() -> None:
     for name in args.models.split(","):
         cmd = [__file__, "--worker", "--model", name, "--input", args.input]
         r = run_json([*cmd, "--optimizer", args.optimizer])
-        total = r["weights"] + r["optimizer"] + r["gradients"]
-        rows.append([name, *(mib(r[k]) for k in ("weights", "optimizer", "gradients")), mib(total)])
+        resident = r["weights"] + r["optimizer"]
+        rows.append(
+            [name, *(mib(r[k]) for k in ("weights", "optimizer", "gradients")), mib(resident)]
+        )
         print(rows[-1], flush=True)
     print(f"\ninput {args.input}, optimizer {args.optimizer}; sizes, no step run\n")
-    headers = ["model", "weights MiB", "optimizer MiB", "gradients MiB", "state MiB"]
+    headers = ["model", "weights MiB", "optimizer MiB", "gradients MiB", "resident MiB"]
     print(table(headers, rows))
 
 
