@@ -39,6 +39,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         metavar="POLICY",
         help="train through kswap.OffloadingModel(model, policy=POLICY): all, conv",
     )
+    p.add_argument(
+        "--optimizer-state",
+        default="device",
+        choices=("device", "host"),
+        help="where the optimizer's slots live (default device)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,9 +84,10 @@ def _measure(args, logdir=None):
     steps = _data.check_steps(args.steps)
     _log(f"building {args.model} (weights=None, input={shape}, batch={args.batch})")
     model = build_model(args.model, shape, classes=args.classes, optimizer=args.optimizer)
-    if args.offload:
-        model = kswap.OffloadingModel(model, policy=args.offload)
-        _log(f"offloading activations (policy={args.offload!r})")
+    if args.offload or args.optimizer_state == "host":
+        policy = args.offload or (lambda layer: False)
+        model = kswap.OffloadingModel(model, policy, optimizer_state=args.optimizer_state)
+        _log(f"offloading (policy={args.offload!r}, optimizer_state={args.optimizer_state!r})")
     x, y = synthetic_data(model, args.batch)
     batches = _data.make_batches(x, y, args.batch, 2 * steps + 1)
     _check_allocator()
@@ -93,6 +100,8 @@ def _profile(args) -> int:
     trace = m.trace
     label = " (emulated on CPU:0)" if m.emulated else ""
     offload = f"  offload={args.offload}" if args.offload else ""
+    if args.optimizer_state == "host":
+        offload += "  optimizer_state=host"
     print(f"model            {model.name}  batch {m.batch_size}{offload}")
     print(f"device peak      {_mib(m.device_peak_bytes)}{label}")
     print(f"step peak        {_mib(m.step_peak_bytes)}  (peak minus bytes in use at step start)")

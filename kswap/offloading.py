@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 import keras
 
 from kswap.layers.offload import Offload, check_prefetch
+from kswap.optimizer_state import check_optimizer_state, place_optimizer_state
 
 __all__ = ["OffloadingModel", "strip", "POLICIES", "CONV_LAYERS"]
 
@@ -189,7 +190,20 @@ def _compile_like(new: keras.Model, model: keras.Model) -> None:
     new.compile(**config)
 
 
-def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  # noqa: N802
+def _place_state(new: keras.Model, model: keras.Model, tier: str) -> None:
+    """Puts the shared optimizer's slots in ``tier``; ``model``'s traced steps are reset."""
+    if getattr(new, "optimizer", None) is None:
+        return
+    if not place_optimizer_state(new.optimizer, tier, new.trainable_variables):
+        return
+    # steps traced before the move would go on updating the old slot variables
+    for m in (model, new):
+        m.train_function = m.test_function = m.predict_function = None
+
+
+def OffloadingModel(  # noqa: N802
+    model, policy="all", *, prefetch: int = 1, optimizer_state: str = "device"
+) -> keras.Model:
     """A model that keeps the activations its backward needs in host memory.
 
     Args:
@@ -205,6 +219,10 @@ def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  
             (default 1: copies overlap the next block's backward). 0 brings a
             block's tensors back only once its own backward can start and the
             block after it has finished: less memory, less overlap.
+        optimizer_state: Where the optimizer's slots (Adam's moments,
+            momentum buffers) live: ``"device"`` (default) or ``"host"``.
+            The optimizer object is shared with ``model``, so the move
+            applies to both; see :mod:`kswap.optimizer_state`.
 
     Returns:
         A new ``keras.Model`` with the same weight objects, compiled with the
@@ -214,6 +232,12 @@ def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  
     """
     _check_model(model, "OffloadingModel")
     prefetch = check_prefetch(prefetch)
+    optimizer_state = check_optimizer_state(optimizer_state)
+    if optimizer_state == "host" and getattr(model, "optimizer", None) is None:
+        raise ValueError(
+            "`optimizer_state='host'` moves the optimizer's state, and this model has "
+            "no optimizer. Received: an uncompiled model; compile it first."
+        )
     select = _selector(policy, model)
 
     def wrap(layer):
@@ -223,12 +247,17 @@ def OffloadingModel(model, policy="all", *, prefetch: int = 1) -> keras.Model:  
 
     new = _transform(model, wrap)
     _compile_like(new, model)
+    _place_state(new, model, optimizer_state)
     return new
 
 
 def strip(model) -> keras.Model:
-    """The model without kswap's wrappers, with the same weight objects."""
+    """The model without kswap's wrappers, with the same weight objects.
+
+    The optimizer's state goes back to the device if it was in host memory.
+    """
     _check_model(model, "strip")
     new = _transform(model, lambda layer: layer.layer if isinstance(layer, Offload) else layer)
     _compile_like(new, model)
+    _place_state(new, model, "device")
     return new

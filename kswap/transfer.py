@@ -33,6 +33,8 @@ __all__ = [
     "to_host",
     "to_device",
     "host_stand_in",
+    "move_variable",
+    "host_update",
 ]
 
 #: Name scope of every op that puts a tensor in the host tier.
@@ -87,3 +89,38 @@ def host_stand_in(shape: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     on_host = tf.device("/CPU:0") if has_gpu() else contextlib.nullcontext()
     with tf.name_scope(HOST_SCOPE), on_host:
         return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=False)
+
+
+def move_variable(variable: tf.Variable, tier: str) -> tf.Variable:
+    """A new variable in ``tier`` (``"host"`` or ``"device"``) holding ``variable``'s value.
+
+    It keeps the name, dtype, trainability, aggregation and synchronization.
+    On a GPU the host tier is ``/CPU:0``: TensorFlow then runs the ops that
+    assign to the variable there and copies what device ops read of it. When
+    the tiers are emulated both live on ``CPU:0`` and the value is copied.
+    """
+    if tier not in ("host", "device"):
+        raise ValueError(f"`tier` must be 'host' or 'device'. Received: tier={tier!r}")
+    on = tf.device("/CPU:0" if tier == "host" else device_name())
+    with tf.init_scope(), on if has_gpu() else contextlib.nullcontext():
+        value = tf.identity(variable) if has_gpu() else tf.raw_ops.DeepCopy(x=variable)
+        return tf.Variable(
+            value,
+            dtype=variable.dtype,
+            trainable=variable.trainable,
+            name=variable.name.split(":")[0],
+            aggregation=variable.aggregation,
+            synchronization=variable.synchronization,
+        )
+
+
+@contextlib.contextmanager
+def host_update():
+    """Scope of the ops that update a host-tier variable in place.
+
+    On a GPU, TensorFlow places them with the variable (on the host); when the
+    tiers are emulated, the scope is what marks the buffers they allocate
+    (copy-on-write) as host bytes.
+    """
+    with tf.name_scope(HOST_SCOPE):
+        yield

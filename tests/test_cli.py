@@ -95,3 +95,20 @@ def test_profile_with_offloading(capsys):
     assert float(host.split()[2]) > 0  # activations went to the (emulated) host tier
     assert cli.main(["profile", "--model", "tests.test_cli:tiny", "--offload", "some"]) == 2
     assert "`policy` must be one of" in capsys.readouterr().err
+
+
+def wide():
+    import keras
+
+    inp = keras.Input((1024,))
+    return keras.Model(inp, keras.layers.Dense(4)(keras.layers.Dense(1024)(inp)), name="wide")
+
+
+def test_profile_with_the_optimizer_state_on_the_host(capsys):
+    args = ["profile", "--model", "tests.test_cli:wide", "--optimizer-state", "host"]
+    assert cli.main(args) == 0
+    text = capsys.readouterr().out
+    assert "optimizer_state=host" in text and "offload=" not in text
+    host = [line for line in text.splitlines() if line.startswith("host peak")][0]
+    # no activation is offloaded: the host bytes are Adam's slots, 8 MiB
+    assert float(host.split()[2]) >= 8.0

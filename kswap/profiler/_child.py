@@ -8,15 +8,18 @@ import sys
 
 
 def main(argv: list[str]) -> None:
-    model_path, data_path, steps, out_path = argv
+    model_path, data_path, steps, out_path, optimizer_state = argv
     import keras
     import tensorflow as tf
 
     import kswap  # noqa: F401  (selects the CPU BFC allocator before TF starts)
+    from kswap.optimizer_state import place_optimizer_state
     from kswap.profiler.measure import measure_batches
     from kswap.profiler.profile import _check_allocator
 
     model = keras.models.load_model(model_path)
+    if model.optimizer is not None:
+        place_optimizer_state(model.optimizer, optimizer_state, model.trainable_variables)
     with open(data_path, "rb") as f:
         batches = pickle.load(f)
     to_tensor = lambda a: None if a is None else tf.convert_to_tensor(a)  # noqa: E731

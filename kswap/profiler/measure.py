@@ -24,6 +24,7 @@ import tempfile
 import keras
 import numpy as np
 
+from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
 from kswap.profiler._state import preserved_state
 from kswap.profiler.profile import _check_allocator, _profile, run_steps
@@ -148,6 +149,8 @@ def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
             data_path,
             str(steps),
             out_path,
+            # where the optimizer's slots live is not saved with the model
+            "host" if model.optimizer is not None and host_variables(model.optimizer) else "device",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

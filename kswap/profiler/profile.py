@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from kswap import _env, transfer
+from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
 from kswap.profiler._state import preserved_state
 from kswap.profiler.attribution import layer_tree, resolver
@@ -113,8 +114,12 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         sizes = [variable_bytes(v) for v in layer.weights]
         if sizes:
             residents[layer.name] = sizes
+    host_residents: dict[str, list[int]] = {}
     if model.optimizer is not None:
-        residents[OPTIMIZER] = [variable_bytes(v) for v in model.optimizer.variables]
+        on_host = {id(v) for v in host_variables(model.optimizer)}
+        for v in model.optimizer.variables:
+            tier = host_residents if id(v) in on_host else residents
+            tier.setdefault(OPTIMIZER, []).append(variable_bytes(v))
     trace = build_trace(
         space.memory_events,
         emulated=emulated,
@@ -122,6 +127,7 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         steps=space.steps,
         layer_of=attribute,
         residents=residents,
+        host_residents=host_residents,
         metadata=metadata,
     )
     if not trace.tier("device") or trace.peak_bytes("device") == 0:

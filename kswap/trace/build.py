@@ -59,6 +59,7 @@ def build_trace(
     steps: Sequence[StepMarker] = (),
     layer_of: Callable[[str], str | None] | None = None,
     residents: Mapping[str, Iterable[int]] | None = None,
+    host_residents: Mapping[str, Iterable[int]] | None = None,
     allocators: Callable[[str], bool] | None = None,
     metadata: Mapping | None = None,
 ) -> Trace:
@@ -74,6 +75,9 @@ def build_trace(
             before profiling (weights, optimizer slots). They are taken out of
             the allocator's starting total, each rounded up to 256 bytes (the
             BFC allocator's granule).
+        host_residents: The same for tensors kept in the host tier (optimizer
+            slots in host memory). When emulated, the allocator's starting
+            total holds them too, and they are moved from device to host.
         allocators: Which allocators to read (by name); all if None.
         metadata: Stored as ``Trace.metadata``.
 
@@ -125,9 +129,13 @@ def build_trace(
         probe = MemoryEvent(0, True, name, 0, 0, 0, 0)
         tier = tier_of(probe, emulated=emulated, host_scope=host_scope)
         resident[tier] += max(total - freed_before.get(name, 0), 0)
+    host_known = host_residents or {}
+    if emulated:
+        moved = min(sum(_granules(s) for s in host_known.values()), resident["device"])
+        resident["device"] -= moved
+        resident["host"] += moved
     buffers.extend(_residents(resident["device"], residents or {}, duration))
-    if resident["host"]:
-        buffers.append(_resident(resident["host"], duration, None, tier="host"))
+    buffers.extend(_residents(resident["host"], host_known, duration, tier="host"))
     buffers.sort(key=lambda b: (b.start_ns, b.end_ns))
     return Trace(
         buffers=tuple(buffers),
@@ -166,17 +174,23 @@ def _allocation(
     )
 
 
-def _residents(total: int, known: Mapping[str, Iterable[int]], end: int) -> list[Allocation]:
+def _granules(sizes: Iterable[int]) -> int:
+    """Bytes of tensors of ``sizes``, each rounded up to the BFC granule (256)."""
+    return sum(-(-int(s) // 256) * 256 for s in sizes)
+
+
+def _residents(
+    total: int, known: Mapping[str, Iterable[int]], end: int, tier: str = "device"
+) -> list[Allocation]:
     """Splits the resident bytes into named layers' tensors and the remainder."""
     out = []
     for layer, sizes in known.items():
-        size = sum(-(-int(s) // 256) * 256 for s in sizes)
-        size = min(size, total)
+        size = min(_granules(sizes), total)
         if size > 0:
-            out.append(_resident(size, end, layer))
+            out.append(_resident(size, end, layer, tier))
             total -= size
     if total > 0:
-        out.append(_resident(total, end, None))
+        out.append(_resident(total, end, None, tier))
     return out
 
 

@@ -61,7 +61,25 @@ def main(argv):
             "loss": losses,
             "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
         }
+    if mode == "mirrored":
+        results["host_state_errors"] = _host_state_errors(strategy, build, compile_, kswap)
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, **results}))
+
+
+def _host_state_errors(strategy, build, compile_, kswap):
+    """What optimizer_state='host' says under the strategy's scope and outside it."""
+    errors = []
+    with strategy.scope():
+        model = compile_(build("residual"), optimizer="adam")
+        try:
+            kswap.OffloadingModel(model, optimizer_state="host")
+        except ValueError as e:
+            errors.append(str(e))
+    try:
+        kswap.OffloadingModel(model, optimizer_state="host")
+    except ValueError as e:
+        errors.append(str(e))
+    return errors
 
 
 def _custom_loop(strategy, model, x, y, tf):

@@ -38,7 +38,12 @@ def _check(result, replicas):
 
 @pytest.mark.slow
 def test_mirrored_strategy_two_logical_cpus():
-    _check(_result(_run(["mirrored"])), 2)
+    result = _result(_run(["mirrored"]))
+    _check(result, 2)
+    # optimizer state in host memory is refused, inside the scope and outside
+    errors = result["host_state_errors"]
+    assert len(errors) == 2, errors
+    assert all("does not support tf.distribute" in e for e in errors), errors
 
 
 def _free_ports(n):
