@@ -15,5 +15,7 @@ $PY benchmarks/profiler_overhead.py --steps 5
 $PY benchmarks/packing_speed.py
 $PY benchmarks/packing_models.py
 $PY benchmarks/offload.py --variants baseline,all,all@0,conv,remat --repeats 3
+$PY benchmarks/offload.py --variants baseline,all,all@0,all+host,all@0+host --repeats 3
+$PY benchmarks/training_state.py
 $PY benchmarks/offload_time.py --model MobileNetV2 --rounds 25
-$PY benchmarks/offload_time.py --model ResNet50 --rounds 10
+$PY benchmarks/offload_time.py --model ResNet50 --variants baseline,all,all+host --rounds 10

@@ -5,7 +5,8 @@
     python benchmarks/offload.py --optimizer sgd   # no optimizer slots on the device
 
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
-(``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``),
+(``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``,
+``all+host`` ``optimizer_state="host"``),
 ``remat`` (the model built inside ``keras.RematScope(mode="full")``) and
 ``remat-activations`` (``mode="activations"``). A configuration that cannot
 train is reported with its error. Each is measured by ``kswap.measure``
@@ -58,9 +59,12 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
             model = build_model(spec, shape, optimizer=optimizer, **kwargs)
     else:
         model = build_model(spec, shape, optimizer=optimizer, **kwargs)
+    variant, _, state = variant.partition("+")
     policy, _, prefetch = variant.partition("@")
     if policy in ("all", "conv"):
-        model = kswap.OffloadingModel(model, policy=policy, prefetch=int(prefetch or 1))
+        model = kswap.OffloadingModel(
+            model, policy=policy, prefetch=int(prefetch or 1), optimizer_state=state or "device"
+        )
     return model
 
 
