@@ -100,7 +100,10 @@ def test_profile_counts_the_slots_as_host_bytes():
 
 
 def test_isolated_measure_keeps_the_state_on_the_host():
-    model = compile_(build("sequential"))
+    # Adam's slots (8 MiB) dwarf the activations, so the executor's ordering
+    # (tens of KiB on a tiny model) cannot hide them
+    inp = keras.Input((1024,))
+    model = compile_(keras.Model(inp, keras.layers.Dense(4)(keras.layers.Dense(1024)(inp))))
     x, y = data(model, 32)
     device = kswap.measure(model, x, y, steps=1, batch_size=8, isolate=True)
     off = kswap.OffloadingModel(model, optimizer_state="host", policy=lambda layer: False)
