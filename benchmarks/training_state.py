@@ -23,9 +23,11 @@ from offload import MODELS, build_variant
 
 
 def worker(args) -> None:
+    from kswap.profiler.profile import variable_bytes
+
     model = build_variant(args.model, "baseline", args.input, args.optimizer)
     model.optimizer.build(model.trainable_variables)
-    nbytes = lambda vs: sum(int(v.numpy().nbytes) for v in vs)  # noqa: E731
+    nbytes = lambda vs: sum(variable_bytes(v) for v in vs)  # noqa: E731
     weights = nbytes(model.weights)
     slots = nbytes(model.optimizer.variables)
     grads = nbytes(model.trainable_variables)

@@ -103,7 +103,7 @@ def move_variable(variable: tf.Variable, tier: str) -> tf.Variable:
         raise ValueError(f"`tier` must be 'host' or 'device'. Received: tier={tier!r}")
     on = tf.device("/CPU:0" if tier == "host" else device_name())
     with tf.init_scope(), on if has_gpu() else contextlib.nullcontext():
-        value = tf.identity(variable) if has_gpu() else tf.raw_ops.DeepCopy(x=variable)
+        value = (to_host if tier == "host" else to_device)(variable)
         return tf.Variable(
             value,
             dtype=variable.dtype,
