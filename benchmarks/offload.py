@@ -6,7 +6,8 @@
 
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``,
-``all+host`` ``optimizer_state="host"``),
+``all+host`` ``optimizer_state="host"``; a suffix ``-unordered`` leaves the
+order of each block's backward ops to TensorFlow's executor),
 ``remat`` (the model built inside ``keras.RematScope(mode="full")``) and
 ``remat-activations`` (``mode="activations"``). A configuration that cannot
 train is reported with its error. Each is measured by ``kswap.measure``
@@ -59,6 +60,11 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
             model = build_model(spec, shape, optimizer=optimizer, **kwargs)
     else:
         model = build_model(spec, shape, optimizer=optimizer, **kwargs)
+    if variant.endswith("-unordered"):
+        from kswap.layers import schedule
+
+        schedule.ORDER_BACKWARD = False
+        variant = variant.removesuffix("-unordered")
     variant, _, state = variant.partition("+")
     policy, _, prefetch = variant.partition("@")
     if policy in ("all", "conv"):

@@ -29,7 +29,7 @@ from tensorflow.python.eager import record
 
 from kswap import transfer
 from kswap.layers import recompute, replay, saved
-from kswap.layers.schedule import GraphState, graph_state
+from kswap.layers.schedule import GraphState, graph_state, order_backward
 
 __all__ = ["Offload", "MIN_OFFLOAD_BYTES"]
 
@@ -239,9 +239,11 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
             return t
 
         reads = _variable_reads(graph, plan.ops, variables or [])
+        start = len(graph.get_operations())
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads
         )
+        order_backward(graph.get_operations()[start:], [*source_grads, *var_grads])
         state.finish(index, list(source_grads), list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 

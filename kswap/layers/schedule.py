@@ -19,6 +19,9 @@ function) registers here in forward order. The state makes four promises:
 - **accounting:** tensors the backward had to read from the device (no host
   copy) are recorded, so tests and users can see what stayed.
 
+Within one block, :func:`order_backward` chains the backward's large ops in
+the order that keeps the fewest bytes alive (:mod:`kswap.layers.order`).
+
 Example:
     >>> from kswap.layers.schedule import graph_state
     >>> import tensorflow as tf
@@ -32,18 +35,30 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 
 import tensorflow as tf
 
 from kswap import transfer
+from kswap.layers import order
+from kswap.trace.build import in_scope
 
-__all__ = ["GraphState", "graph_state", "canonical"]
+__all__ = ["GraphState", "graph_state", "canonical", "order_backward", "ORDER_BACKWARD"]
 
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 _PASS_THROUGH = frozenset({"Identity", "IdentityN"})
+#: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
+#: executor alone orders them; for comparisons). Read when a step is traced.
+ORDER_BACKWARD = True
+
+# ops whose output shares their first input's buffer
+_ALIASES = _PASS_THROUGH | {"Reshape", "Squeeze", "ExpandDims", "StopGradient", "Snapshot"}
+# oneDNN merges a filter gradient with its bias gradient only when neither has
+# control inputs; without the merge the bias gradient rounds differently
+_NO_CONTROL_INPUTS = frozenset({"BiasAddGrad", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2"})
 
 
 def canonical(t: tf.Tensor) -> tf.Tensor:
@@ -183,3 +198,74 @@ def graph_state() -> GraphState:
     with _LOCK:
         per_thread = _STATES.setdefault(graph, {})
         return per_thread.setdefault(threading.get_ident(), GraphState())
+
+
+def _nominal_bytes(t: tf.Tensor) -> int:
+    """``t``'s bytes, counting unknown dimensions (the batch) as 1."""
+    if t.shape.rank is None:
+        return 0
+    n = 1
+    for d in t.shape:
+        n *= d if d is not None else 1
+    return n * t.dtype.size
+
+
+def _is_transfer(op: tf.Operation) -> bool:
+    return in_scope(op.name, transfer.HOST_SCOPE) or in_scope(op.name, transfer.DEVICE_SCOPE)
+
+
+def order_backward(new_ops: list[tf.Operation], results: list) -> bool:
+    """Chains a block's large backward ops in the order that keeps least alive.
+
+    ``new_ops`` are the ops a block's backward made, in creation order, and
+    ``results`` the gradients it returns. Ops that make or read a large
+    tensor (an eighth of the largest or more) get control dependencies in
+    the order :func:`kswap.layers.order.min_peak_order` finds, if that order
+    keeps fewer bytes alive at once than the creation order; transfers are
+    left to the gates. The values do not change, only when ops run.
+
+    Returns:
+        Whether the ops were chained.
+    """
+    if not ORDER_BACKWARD:
+        return False
+    ops = [op for op in new_ops if not _is_transfer(op)]
+    sizes: dict = {}
+    for op in ops:
+        for t in [*op.inputs, *op.outputs]:
+            sizes.setdefault(t.ref(), _nominal_bytes(t))
+    largest = max(sizes.values(), default=0)
+    big = {ref for ref, size in sizes.items() if size and size >= largest // 8}
+    chosen = [op for op in ops if any(t.ref() in big for t in [*op.inputs, *op.outputs])]
+    if len(chosen) < 3:
+        return False
+    position = {op: i for i, op in enumerate(chosen)}
+    before: dict = {}  # op -> positions of the chosen ops it depends on
+    for op in ops:
+        deps: set[int] = set()
+        for p in [t.op for t in op.inputs] + list(op.control_inputs):
+            if p in before:
+                deps |= before[p]
+                if p in position:
+                    deps.add(position[p])
+        before[op] = deps
+    made = {t.ref() for op in chosen for t in op.outputs}
+    nodes = [
+        order.Node(
+            inputs=tuple(t.ref() for t in op.inputs if t.ref() in big),
+            outputs=tuple((t.ref(), sizes[t.ref()]) for t in op.outputs if t.ref() in big),
+            after=tuple(sorted(before[op])),
+            alias=op.type in _ALIASES,
+        )
+        for op in chosen
+    ]
+    external = {t.ref(): sizes[t.ref()] for op in chosen for t in op.inputs}
+    external = {ref: size for ref, size in external.items() if ref in big and ref not in made}
+    kept = {t.ref() for t in results if t is not None}
+    best, peak = order.min_peak_order(nodes, external, kept)
+    if peak >= order.peak_of(range(len(nodes)), nodes, external, kept):
+        return False
+    for a, b in itertools.pairwise(best):
+        if chosen[b].type not in _NO_CONTROL_INPUTS:
+            chosen[b]._add_control_input(chosen[a])
+    return True
