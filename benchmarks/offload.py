@@ -60,12 +60,11 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
             model = build_model(spec, shape, optimizer=optimizer, **kwargs)
     else:
         model = build_model(spec, shape, optimizer=optimizer, **kwargs)
-    if variant.endswith("-unordered"):
-        from kswap.layers import schedule
+    from kswap.layers import schedule
 
-        schedule.ORDER_BACKWARD = False
-        variant = variant.removesuffix("-unordered")
-    variant, _, state = variant.partition("+")
+    # read when the model's step is traced: trace it before building another
+    schedule.ORDER_BACKWARD = not variant.endswith("-unordered")
+    variant, _, state = variant.removesuffix("-unordered").partition("+")
     policy, _, prefetch = variant.partition("@")
     if policy in ("all", "conv"):
         model = kswap.OffloadingModel(

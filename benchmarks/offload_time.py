@@ -38,11 +38,13 @@ def main() -> None:
     from kswap.modelspec import synthetic_data
 
     variants = args.variants.split(",")
-    models = {v: build_variant(args.model, v, args.input) for v in variants}
-    x, y = synthetic_data(models[variants[0]], args.batch)
-    for model in models.values():
-        for _ in range(2):
-            model.train_on_batch(x, y)
+    models, data = {}, None
+    for v in variants:
+        models[v] = model = build_variant(args.model, v, args.input)
+        data = data or synthetic_data(model, args.batch)
+        for _ in range(2):  # traces the step before the next variant is built
+            model.train_on_batch(*data)
+    x, y = data
     seconds: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant, model in models.items():

@@ -243,7 +243,9 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         source_grads, var_grads = replay.replay_gradients(
             plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads
         )
-        order_backward(graph.get_operations()[start:], [*source_grads, *var_grads])
+        # blocks whose tensors are under a quarter of the largest cannot set the peak
+        results = [*source_grads, *var_grads]
+        order_backward(graph.get_operations()[start:], results, state.largest // 4)
         state.finish(index, list(source_grads), list(var_grads))
         return _gradients(xs, source_grads, var_grads, variables)
 

@@ -83,6 +83,7 @@ class GraphState:
         self.finished: dict[int, tuple[list, list]] = {}  # block -> its input, weight grads
         self.backward_order: list[int] = []  # blocks in the order their backward is built
         self.kept_on_device: list[tuple[str, str]] = []  # (block, tensor) read from device
+        self.largest = 0  # bytes of the largest tensor sent to host (unknown dims as 1)
 
     def register_block(self) -> int:
         index = self.blocks
@@ -94,6 +95,7 @@ class GraphState:
         c = canonical(t)
         if c.ref() not in self.host:
             self.host[c.ref()] = transfer.to_host(c)
+            self.largest = max(self.largest, _nominal_bytes(c))
             self.device_of[c.ref()] = c.device
 
     def remember_shape(self, t: tf.Tensor) -> None:
@@ -214,7 +216,7 @@ def _is_transfer(op: tf.Operation) -> bool:
     return in_scope(op.name, transfer.HOST_SCOPE) or in_scope(op.name, transfer.DEVICE_SCOPE)
 
 
-def order_backward(new_ops: list[tf.Operation], results: list) -> bool:
+def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 0) -> bool:
     """Chains a block's large backward ops in the order that keeps least alive.
 
     ``new_ops`` are the ops a block's backward made, in creation order, and
@@ -223,6 +225,11 @@ def order_backward(new_ops: list[tf.Operation], results: list) -> bool:
     the order :func:`kswap.layers.order.min_peak_order` finds, if that order
     keeps fewer bytes alive at once than the creation order; transfers are
     left to the gates. The values do not change, only when ops run.
+
+    A block whose largest tensor is under ``min_bytes`` is left alone: it
+    cannot set the step's peak, and ops chained in sequence lose the
+    executor's freedom to run them side by side (on a CPU, a few percent of
+    the step).
 
     Returns:
         Whether the ops were chained.
@@ -235,6 +242,8 @@ def order_backward(new_ops: list[tf.Operation], results: list) -> bool:
         for t in [*op.inputs, *op.outputs]:
             sizes.setdefault(t.ref(), _nominal_bytes(t))
     largest = max(sizes.values(), default=0)
+    if not largest or largest < min_bytes:
+        return False
     big = {ref for ref, size in sizes.items() if size and size >= largest // 8}
     chosen = [op for op in ops if any(t.ref() in big for t in [*op.inputs, *op.outputs])]
     if len(chosen) < 3:
