@@ -156,10 +156,10 @@ def min_peak_order(
                 candidate = (max(peak, live + _made(nodes[i])), area + after, (*steps, i), after)
                 if key not in grown or candidate < grown[key]:
                     grown[key] = candidate
-            explored += len(grown)
-            if explored > max_states:
+            if explored + len(grown) > max_states:
                 given = list(range(n))
                 return given, peak_of(given, nodes, external, kept)
+        explored += len(grown)
         best = grown
     peak, _, steps, _ = best[(1 << n) - 1]
     return list(steps), peak

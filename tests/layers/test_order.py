@@ -88,6 +88,19 @@ def test_a_chain_keeps_its_order_and_aliases_make_no_bytes():
     assert peak == 2 * MiB
 
 
+def test_the_state_budget_counts_each_set_of_run_ops_once():
+    nodes = [
+        Node(("dy",), (("a", MiB),)),
+        Node(("dy", "x"), (("b", MiB),)),
+        Node(("b",), (("sum_b", 4),)),
+        Node(("a", "sum_b"), (("dx", MiB),)),
+    ]
+    external = {"dy": MiB, "x": MiB}
+    # seven sets: {}, {0}, {1}, {0, 1}, {1, 2}, {0, 1, 2} and all four
+    assert min_peak_order(nodes, external, {"dx"}, max_states=7)[0] == [1, 2, 0, 3]
+    assert min_peak_order(nodes, external, {"dx"}, max_states=6)[0] == [0, 1, 2, 3]
+
+
 def test_past_the_state_budget_the_given_order_is_kept():
     # ten independent products: 2**10 sets of run ops
     nodes = [Node(("x",), ((f"p{i}", MiB),)) for i in range(10)]
