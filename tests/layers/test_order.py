@@ -62,18 +62,20 @@ def test_the_order_is_valid_and_its_peak_is_the_least(seed):
     assert peak == _brute_force(nodes, external, kept)
 
 
+# BatchNormalization's backward in miniature: b = dy * x is summed to a vector;
+# running it (and freeing x) before a = dy * s saves one tensor
+BN_NODES = [
+    Node(("dy",), (("a", MiB),)),
+    Node(("dy", "x"), (("b", MiB),)),
+    Node(("b",), (("sum_b", 4),)),
+    Node(("a", "sum_b"), (("dx", MiB),)),
+]
+BN_EXTERNAL = {"dy": MiB, "x": MiB}
+
+
 def test_reductions_run_before_the_products_that_keep_their_input():
-    # BatchNormalization's backward in miniature: b = dy * x is summed to a
-    # vector; running it (and freeing x) before a = dy * s saves one tensor
-    nodes = [
-        Node(("dy",), (("a", MiB),)),
-        Node(("dy", "x"), (("b", MiB),)),
-        Node(("b",), (("sum_b", 4),)),
-        Node(("a", "sum_b"), (("dx", MiB),)),
-    ]
-    external = {"dy": MiB, "x": MiB}
-    assert peak_of(range(4), nodes, external, {"dx"}) == 4 * MiB
-    order, peak = min_peak_order(nodes, external, {"dx"})
+    assert peak_of(range(4), BN_NODES, BN_EXTERNAL, {"dx"}) == 4 * MiB
+    order, peak = min_peak_order(BN_NODES, BN_EXTERNAL, {"dx"})
     assert order.index(1) < order.index(0) and peak == 3 * MiB
 
 
@@ -89,16 +91,9 @@ def test_a_chain_keeps_its_order_and_aliases_make_no_bytes():
 
 
 def test_the_state_budget_counts_each_set_of_run_ops_once():
-    nodes = [
-        Node(("dy",), (("a", MiB),)),
-        Node(("dy", "x"), (("b", MiB),)),
-        Node(("b",), (("sum_b", 4),)),
-        Node(("a", "sum_b"), (("dx", MiB),)),
-    ]
-    external = {"dy": MiB, "x": MiB}
     # seven sets: {}, {0}, {1}, {0, 1}, {1, 2}, {0, 1, 2} and all four
-    assert min_peak_order(nodes, external, {"dx"}, max_states=7)[0] == [1, 2, 0, 3]
-    assert min_peak_order(nodes, external, {"dx"}, max_states=6)[0] == [0, 1, 2, 3]
+    assert min_peak_order(BN_NODES, BN_EXTERNAL, {"dx"}, max_states=7)[0] == [1, 2, 0, 3]
+    assert min_peak_order(BN_NODES, BN_EXTERNAL, {"dx"}, max_states=6)[0] == [0, 1, 2, 3]
 
 
 def test_past_the_state_budget_the_given_order_is_kept():
