@@ -9,7 +9,6 @@ import pytest
 import tensorflow as tf
 
 import kswap
-from kswap.layers import schedule
 from kswap.layers.order import Node, min_peak_order, peak_of
 from kswap.layers.schedule import order_backward
 
@@ -151,31 +150,29 @@ def _bn_model():
     return model
 
 
-def _most_alive(trace, layer: str) -> int:
+def _most_alive(trace, layer: str, step: int) -> int:
     """The most bytes alive at once among buffers ``layer``'s backward made."""
     made = [
         b
         for b in trace.tier("device")
-        if b.step == 0 and b.layer == layer and b.op and b.op.startswith("gradient_tape/")
+        if b.step == step and b.layer == layer and b.op and b.op.startswith("gradient_tape/")
     ]
     return max(sum(b.size for b in made if b.alive_at(m.start_ns)) for m in made)
 
 
-@pytest.mark.parametrize("ordered", [True, False])
-def test_batch_normalization_backward_holds_fewer_tensors_when_ordered(ordered, monkeypatch):
-    monkeypatch.setattr(schedule, "ORDER_BACKWARD", ordered)
+def test_an_ordered_batch_normalization_backward_holds_at_most_three_activations():
     keras.utils.set_random_seed(0)
     model = kswap.OffloadingModel(_bn_model())
     rng = np.random.default_rng(0)
     x = rng.random((32, 32, 32, 16), dtype=np.float32)
     y = rng.random((32, 2), dtype=np.float32)
-    trace = kswap.profile(model, x, y, steps=1, batch_size=32)
+    trace = kswap.profile(model, x, y, steps=3, batch_size=32)
     activation = 32 * 32 * 32 * 64 * 4  # 8 MiB
-    most = _most_alive(trace, "bn") / activation
     # in the best order the block's own buffers hold at most three activations
-    # at once (two to three measured); TensorFlow's executor alone starts the
-    # products of the upstream gradient together (four measured)
-    if ordered:
-        assert most <= 3.0, most
-    else:
-        assert most > 3.0, most
+    # at once (two to three measured). Left to TensorFlow's executor, which
+    # starts the products of the upstream gradient together, the same step
+    # held four in four of five runs (three in the fifth), so the executor's
+    # order is no control to assert against.
+    for step in range(len(trace.steps)):
+        most = _most_alive(trace, "bn", step) / activation
+        assert most <= 3.0, (step, most)
