@@ -7,10 +7,20 @@ EXTRA ?= cpu
 
 .PHONY: demo test lint bench clean
 
-$(VENV)/.installed: pyproject.toml
+# keras-hub (benchmarks/zoo.py builds its backbones from small configs) goes in
+# without its dependencies: its tensorflow-text requirement pulls the full
+# tensorflow wheel, which would overwrite tensorflow-cpu. What it imports is
+# installed by name; none of it depends on TensorFlow.
+KERAS_HUB := keras-hub==0.32.0
+KERAS_HUB_DEPS := "kagglehub!=1.0.1" kagglesdk==0.1.28 regex rich absl-py packaging numpy \
+	tokenizers sentencepiece
+
+$(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[$(EXTRA),dev]"
+	$(PY) -m pip install --quiet --no-deps "$(KERAS_HUB)"
+	$(PY) -m pip install --quiet $(KERAS_HUB_DEPS)
 	touch $@
 
 demo: $(VENV)/.installed
