@@ -241,7 +241,13 @@ def OffloadingModel(  # noqa: N802
     select = _selector(policy, model)
 
     def wrap(layer):
-        if isinstance(layer, (Offload, keras.layers.InputLayer)) or not select(layer):
+        # clone_model hands over every keras.Operation (``x + 1.0``, ``outputs["a"]``):
+        # operations that are not layers stay as they are, differentiated by TensorFlow
+        if not isinstance(layer, keras.layers.Layer) or isinstance(
+            layer, (Offload, keras.layers.InputLayer)
+        ):
+            return layer
+        if not select(layer):
             return layer
         return Offload(layer, prefetch=prefetch)
 

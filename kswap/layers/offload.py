@@ -28,6 +28,7 @@ import tensorflow as tf
 from tensorflow.python.eager import record
 
 from kswap import transfer
+from kswap.layers import calls as calls_lib
 from kswap.layers import recompute, replay, saved
 from kswap.layers.schedule import GraphState, graph_state, order_backward
 
@@ -154,20 +155,21 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
     def block(*xs):
         seeds_before = lstate.seed_values()
         if graph:
-            outputs, ops, scopes = replay.record_ops(
-                lambda: wrapper.layer(rebuild(xs), *args, **kwargs)
-            )
+            with record.VariableWatcher() as watcher:
+                outputs, ops, scopes = replay.record_ops(
+                    lambda: wrapper.layer(rebuild(xs), *args, **kwargs)
+                )
         else:
             outputs, ops, scopes = wrapper.layer(rebuild(xs), *args, **kwargs), [], {}
         structure["outputs"] = outputs
         flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
-        plan = replay.plan_replay(ops, xs, flat_out) if graph else None
+        plan = replay.plan_replay(ops, xs, flat_out, watcher.watched_variables()) if graph else None
         if plan is not None and plan.replayable:
-            _offload_reads(state, plan, xs)
-            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes)
+            calls = _offload_reads(state, plan, xs)
+            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes, calls)
         else:
             if plan is not None:
-                wrapper.fallbacks.append(plan.reason)
+                _fall_back(wrapper, plan.reason)
             grad = _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before)
         return flat_out, grad
 
@@ -175,6 +177,23 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
     for new, inner in zip(out, keras.tree.flatten(structure["outputs"]), strict=True):
         _keep_keras_attributes(new, inner)
     return keras.tree.pack_sequence_as(structure["outputs"], out)
+
+
+def _fall_back(wrapper: Offload, reason: str) -> None:
+    """Records that a layer is recomputed, and warns the first time for that layer."""
+    if reason in wrapper.fallbacks:
+        return
+    wrapper.fallbacks.append(reason)
+    if len(wrapper.fallbacks) > 1:  # warned already (another trace of the same layer)
+        return
+    warnings.warn(
+        f"kswap cannot replay the backward of layer {wrapper.layer.name!r} "
+        f"({type(wrapper.layer).__name__}): {reason}. It is recomputed in backward "
+        "instead: the gradients are the same, but its forward runs twice per step "
+        "(more time), and its working set is on the device during its backward. "
+        "`layer.fallbacks` lists the reasons.",
+        stacklevel=2,
+    )
 
 
 def _keep_keras_attributes(new, inner) -> None:
@@ -193,12 +212,17 @@ def _keep_keras_attributes(new, inner) -> None:
                 pass
 
 
-def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> None:
+def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> dict:
+    """Sends to host what the block's backward will read; returns its calls' plans."""
+    calls = {op: calls_lib.prepare_call(op) for op in plan.ops if calls_lib.replayable_call(op)}
     # an input is "skipped" (no gradient wanted) as in replay_gradients
     wanted = {x.ref() for x in xs} | {t.ref() for op in plan.ops for t in op.outputs}
     for op in plan.ops:
-        skipped = frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted)
-        ins, outs = saved.op_reads(op, skipped)
+        if op in calls:  # what the tf.function's backward reads: some of its outputs
+            ins, outs = (), calls[op].reads
+        else:
+            skipped = frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted)
+            ins, outs = saved.op_reads(op, skipped)
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
             if _worth_offloading(t):
                 state.offload(t)
@@ -208,6 +232,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> None:
         for t in others:
             if not t.shape.is_fully_defined() and _worth_offloading(t):
                 state.remember_shape(t)
+    return calls
 
 
 def _unique(xs) -> list[bool]:
@@ -218,7 +243,7 @@ def _unique(xs) -> list[bool]:
     return first
 
 
-def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes):
+def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes, calls):
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
@@ -241,7 +266,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         reads = _variable_reads(graph, plan.ops, variables or [])
         start = len(graph.get_operations())
         source_grads, var_grads = replay.replay_gradients(
-            plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads
+            plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads, calls
         )
         # blocks whose tensors are under a quarter of the largest cannot set the peak
         results = [*source_grads, *var_grads]
@@ -268,13 +293,22 @@ def _gradients(xs, source_grads, var_grads, variables):
 
 
 def _variable_reads(graph, ops, variables) -> list[list[tf.Tensor]]:
+    """Per variable, the tensors whose gradients are its gradient.
+
+    Its ``ReadVariableOp`` outputs, and its handle where a called
+    ``tf.function`` takes it (that function's backward returns the gradient
+    for the handle).
+    """
     internal = {id(ext): intl for ext, intl in graph.captures}
     out = []
     for v in variables:
         handle = internal.get(id(v.handle), v.handle)
-        out.append(
-            [op.outputs[0] for op in ops if op.type == "ReadVariableOp" and op.inputs[0] is handle]
-        )
+        reads = [
+            op.outputs[0] for op in ops if op.type == "ReadVariableOp" and op.inputs[0] is handle
+        ]
+        if any(calls_lib.replayable_call(op) and any(t is handle for t in op.inputs) for op in ops):
+            reads.append(handle)
+        out.append(reads)
     return out
 
 

@@ -29,8 +29,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
+from tensorflow.python.eager import backprop_util
 from tensorflow.python.eager import execute as tf_execute
 from tensorflow.python.framework import ops as tf_ops
+
+from kswap.layers import calls as calls_lib
 
 __all__ = [
     "record_ops",
@@ -117,6 +120,8 @@ def _gradient_fn(op: tf.Operation):
     Raises:
         LookupError: No gradient is registered for the op's type.
     """
+    if calls_lib.replayable_call(op):
+        return op._gradient_function  # the tf.function's own (see kswap.layers.calls)
     try:
         return tf_ops._gradient_registry.lookup(op.type)
     except LookupError:
@@ -142,23 +147,40 @@ class ReplayPlan:
 
 
 def plan_replay(
-    ops: Sequence[tf.Operation], sources: Sequence[tf.Tensor], outputs: Sequence[tf.Tensor]
+    ops: Sequence[tf.Operation],
+    sources: Sequence[tf.Tensor],
+    outputs: Sequence[tf.Tensor],
+    variables: Sequence = (),
 ) -> ReplayPlan:
     """Selects the recorded ops on a differentiable path from sources to outputs.
 
-    Sources are the block's inputs and every variable read inside it.
+    Sources are the block's inputs and every variable read inside it. A path
+    may run through non-float values that carry gradients (``TensorList``
+    variants, as recurrent layers make). The plan is not replayable when an
+    op on it is control flow or a function call (its body may read variables
+    and tensors no recorded op shows), has no gradient, or reads a variable
+    other than through ``ReadVariableOp`` (``ResourceGather``...): replay
+    would drop those gradients.
+
+    Args:
+        ops: The recorded ops, in creation order.
+        sources: The block's inputs.
+        outputs: The block's outputs.
+        variables: The trainable variables the forward read (as
+            ``tf.custom_gradient`` sees them). One that no recorded
+            ``ReadVariableOp`` reads makes the plan not replayable.
     """
     op_set = set(ops)
-    reached = {t.ref() for t in sources if _differentiable(t)}
+    reached = {t.ref() for t in sources if _carries_gradient(t)}
     forward = []
     for op in ops:
         if op.type == "ReadVariableOp":
             if _differentiable(op.outputs[0]):
                 reached.add(op.outputs[0].ref())
                 forward.append(op)
-        elif any(t.ref() in reached for t in op.inputs):
+        elif any(t.ref() in reached for t in op.inputs) or _reads_resource(op):
             forward.append(op)
-            reached.update(t.ref() for t in op.outputs if _differentiable(t))
+            reached.update(t.ref() for t in op.outputs if _carries_gradient(t))
     needed = {t.ref() for t in outputs}
     path: list[tf.Operation] = []
     for op in reversed(forward):
@@ -167,17 +189,75 @@ def plan_replay(
             needed.update(t.ref() for t in op.inputs if t.op in op_set or t.ref() in reached)
     path.reverse()
     for op in path:
+        if calls_lib.replayable_call(op):
+            continue  # a tf.function's backward is replayed whole
         if op.type in CONTROL_FLOW_OPS:
             return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) is control flow")
+        if _reads_resource(op):
+            return ReplayPlan(
+                tuple(path), False, f"op {op.name} ({op.type}) reads a variable directly"
+            )
         try:
             _gradient_fn(op)
         except LookupError:
             return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) has no gradient")
+    unread = unread_variables(ops, variables)
+    if unread:
+        return ReplayPlan(
+            tuple(path), False, f"variable {unread[0]} is read where no recorded op shows it"
+        )
     return ReplayPlan(tuple(path), True)
+
+
+#: Ops that touch a variable without reading its value into the graph.
+_VARIABLE_OPS = frozenset(
+    {
+        "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+        "VarIsInitializedOp", "VariableShape", "DestroyResourceOp",
+    }
+)  # fmt: skip
+
+
+def _reads_resource(op: tf.Operation) -> bool:
+    """Whether ``op`` takes a resource (a variable's handle) other than to read or assign it."""
+    return op.type not in _VARIABLE_OPS and any(t.dtype == tf.resource for t in op.inputs)
+
+
+def unread_variables(ops: Sequence[tf.Operation], variables: Sequence) -> list[str]:
+    """Names of the trainable ``variables`` none of ``ops`` reads in a way replay sees.
+
+    Seen: a ``ReadVariableOp``, or a replayable ``tf.function`` call that takes
+    the variable's handle.
+    """
+    if not variables:
+        return []
+    graph = tf.compat.v1.get_default_graph()
+    internal = {id(ext): intl for ext, intl in getattr(graph, "captures", ())}
+    read = {op.inputs[0].ref() for op in ops if op.type == "ReadVariableOp"}
+    read |= {  # a called tf.function's backward returns its variables' gradients
+        t.ref()
+        for op in ops
+        if calls_lib.replayable_call(op)
+        for t in op.inputs
+        if t.dtype == tf.resource
+    }
+    unread = []
+    for v in variables:
+        if not getattr(v, "trainable", True):
+            continue
+        handle = internal.get(id(v.handle), v.handle)
+        if handle.ref() not in read:
+            unread.append(v.name.split(":")[0])
+    return unread
 
 
 def _differentiable(t: tf.Tensor) -> bool:
     return t.dtype.is_floating or t.dtype.is_complex
+
+
+def _carries_gradient(t: tf.Tensor) -> bool:
+    """Float values, and variants (``TensorList``), whose gradients TensorFlow tracks."""
+    return _differentiable(t) or t.dtype == tf.variant
 
 
 class _Tensors(Sequence):
@@ -227,6 +307,13 @@ class _ReplayOp:
 _SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
+def _zeros(t: tf.Tensor, fetch) -> tf.Tensor:
+    """Zeros shaped like ``t`` (the gradient of an output nothing reads)."""
+    if t.shape.is_fully_defined():
+        return tf.zeros(t.shape, t.dtype)
+    return tf.zeros(tf.shape(fetch(t, False)), t.dtype)
+
+
 def _aggregate(grads: list):
     """Sums gradients as TensorFlow's tape does (``AddN`` in arrival order)."""
     if not grads:
@@ -235,7 +322,10 @@ def _aggregate(grads: list):
         return grads[0]
     # the tape sums in the scope tape.gradient() runs in: the root in Keras
     with tf.compat.v1.get_default_graph().name_scope(""):
-        return tf.raw_ops.AddN(inputs=[tf.convert_to_tensor(g) for g in grads])
+        if all(isinstance(g, tf.Tensor) for g in grads):
+            return tf.raw_ops.AddN(inputs=grads)
+        # an embedding's gradients (IndexedSlices) are concatenated, as the tape does
+        return backprop_util.AggregateIndexedSlicesGradients(grads)
 
 
 # TensorFlow's tape sums a tensor's gradients early once more than this many
@@ -279,6 +369,7 @@ def replay_gradients(
     variable_reads: Sequence[Sequence[tf.Tensor]] = (),
     scopes: Mapping[str, str] | None = None,
     value_reads: ValueReads | None = None,
+    calls: Mapping[tf.Operation, calls_lib.CallPlan] | None = None,
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
@@ -301,6 +392,9 @@ def replay_gradients(
             indices whose values ``op``'s gradient reads when the inputs
             ``skipped`` need no gradient (see :func:`kswap.layers.saved.op_reads`).
             None: every value.
+        calls: The plans of the ``tf.function`` calls among ``ops``, from
+            :func:`kswap.layers.calls.prepare_call` (made while tracing the
+            forward); their backward is TensorFlow's backward function.
 
     Returns:
         ``(source_grads, variable_grads)``, None where there is no gradient.
@@ -349,20 +443,26 @@ def replay_gradients(
                 if t.ref() not in reached and t.ref() not in producer
             )
             values = value_reads(op, frozenset(skipped)) if value_reads else None
-            out_grads = [
-                g if g is not None else tf.zeros(t.shape, t.dtype) if _differentiable(t) else None
-                for g, t in zip(out_grads, op.outputs, strict=True)
-            ]
             scope = _tape_scope(op, scopes or {})
-            result, view = _call_gradient(fn, op, fetch, values, skipped, out_grads, scope)
-            if view.misread():  # ``value_reads`` is wrong for this op: build it again
-                _warn_misread(op)
-                result, _ = _call_gradient(fn, op, fetch, None, skipped, out_grads, scope)
-            result = list(result) if isinstance(result, (list, tuple)) else [result]
-            in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]
+            call = (calls or {}).get(op)
+            if call is not None:
+                with tf.name_scope(scope):
+                    in_grads = calls_lib.call_gradient(op, call, fetch, out_grads[: call.outputs])
+            else:
+                out_grads = [
+                    g if g is not None else _zeros(t, fetch) if _differentiable(t) else None
+                    for g, t in zip(out_grads, op.outputs, strict=True)
+                ]
+                result, view = _call_gradient(fn, op, fetch, values, skipped, out_grads, scope)
+                if view.misread():  # ``value_reads`` is wrong for this op: build it again
+                    _warn_misread(op)
+                    result, _ = _call_gradient(fn, op, fetch, None, skipped, out_grads, scope)
+                result = list(result) if isinstance(result, (list, tuple)) else [result]
+                in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]
         for t, g in zip(op.inputs, in_grads, strict=True):
             ref = t.ref()
-            if g is not None and _differentiable(t):
+            # a variable's handle (``ref in keep``) gets a called function's gradient
+            if g is not None and (_differentiable(t) or ref in keep):
                 pending = grads.setdefault(ref, [])
                 pending.append(g)
                 size = t.shape.num_elements() or 0

@@ -45,7 +45,14 @@ from kswap import transfer
 from kswap.layers import order
 from kswap.trace.build import in_scope
 
-__all__ = ["GraphState", "graph_state", "canonical", "order_backward", "ORDER_BACKWARD"]
+__all__ = [
+    "GraphState",
+    "graph_state",
+    "canonical",
+    "dense_parts",
+    "order_backward",
+    "ORDER_BACKWARD",
+]
 
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
@@ -146,18 +153,18 @@ class GraphState:
             before = inputs + weights if prefetch == 0 else inputs
             if before:
                 with tf.control_dependencies(before):
-                    upstream = [tf.identity(g) if isinstance(g, tf.Tensor) else g for g in upstream]
-        present = [g for g in upstream if g is not None]
+                    upstream = [_held(g) for g in upstream]
+        present = dense_parts(upstream)
         if present and index not in self.arrivals:
             self.arrivals[index] = present[0]
         return upstream
 
     def finish(self, index: int, input_grads: list, weight_grads: list) -> None:
-        """Records the gradients block ``index``'s backward made (its end)."""
-        self.finished[index] = (
-            [g for g in input_grads if g is not None],
-            [g for g in weight_grads if g is not None],
-        )
+        """Records the gradients block ``index``'s backward made (its end).
+
+        Gradients may be dense, ``tf.IndexedSlices`` (an embedding's) or None.
+        """
+        self.finished[index] = (dense_parts(input_grads), dense_parts(weight_grads))
 
     def gate(self, index: int, prefetch: int) -> list[tf.Tensor]:
         """What block ``index``'s swap-ins wait for.
@@ -194,6 +201,24 @@ class GraphState:
         return self.restored[key]
 
 
+def _held(g):
+    """``g`` made anew under the current control dependencies (None stays None)."""
+    if isinstance(g, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.identity(g.values), tf.identity(g.indices), g.dense_shape)
+    return tf.identity(g) if isinstance(g, tf.Tensor) else g
+
+
+def dense_parts(grads) -> list[tf.Tensor]:
+    """The tensors of gradients of any kind: dense, ``tf.IndexedSlices`` or None."""
+    parts = []
+    for g in grads:
+        if isinstance(g, tf.IndexedSlices):
+            parts += [g.values, g.indices]
+        elif g is not None:
+            parts.append(g)
+    return parts
+
+
 def graph_state() -> GraphState:
     """The state of the graph being built, for the calling thread."""
     graph = tf.compat.v1.get_default_graph()
@@ -220,7 +245,8 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     """Chains a block's large backward ops in the order that keeps least alive.
 
     ``new_ops`` are the ops a block's backward made, in creation order, and
-    ``results`` the gradients it returns. Ops that make or read a large
+    ``results`` the gradients it returns (dense, ``tf.IndexedSlices`` or
+    None). Ops that make or read a large
     tensor (an eighth of the largest or more) get control dependencies in
     the order :func:`kswap.layers.order.min_peak_order` finds, if that order
     keeps fewer bytes alive at once than the creation order; transfers are
@@ -270,7 +296,7 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     ]
     external = {t.ref(): sizes[t.ref()] for op in chosen for t in op.inputs}
     external = {ref: size for ref, size in external.items() if ref in big and ref not in made}
-    kept = {t.ref() for t in results if t is not None}
+    kept = {t.ref() for t in dense_parts(results)}
     best, peak = order.min_peak_order(nodes, external, kept)
     if peak >= order.peak_of(range(len(nodes)), nodes, external, kept):
         return False
