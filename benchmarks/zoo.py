@@ -27,7 +27,9 @@ same weights, same data. Each worker, in order:
    step again (``--profile-api`` also runs it and reports whether it traced);
 4. the gradients of the compiled loss once, with ``tf.GradientTape`` in a
    ``tf.function`` (batch dimension unknown for ``tf.data`` models), over the
-   trainable variables: those that get None.
+   trainable variables: those that get None (``--no-tape-check`` skips it,
+   one more trace of the model; Keras's warning in 1. still lists what fit's
+   own step got no gradient for).
 
 Workers time out after ``--timeout`` seconds; a configuration that fails is
 reported with the stage and the error, and the sweep goes on. The time ratio
@@ -395,11 +397,12 @@ def worker(args) -> dict:
                 out["traces"]["profile_api"] = traces.count
             except Exception as e:  # noqa: BLE001
                 fail("profile_api", e)
-    try:
-        x, y = arrays
-        out["none_gradients"] = _none_gradients(model, (x, y), dynamic=dataset)
-    except Exception as e:  # noqa: BLE001
-        fail("gradients", e)
+    if args.tape_check:
+        try:
+            x, y = arrays
+            out["none_gradients"] = _none_gradients(model, (x, y), dynamic=dataset)
+        except Exception as e:  # noqa: BLE001
+            fail("gradients", e)
     if args.offload:
         out["fallbacks"] = _fallbacks(model)
     out["seconds"] = time.perf_counter() - t0
@@ -463,6 +466,8 @@ def _run(args, name: str, mode: str) -> dict:
     ]
     if args.profile_api:
         cmd.append("--profile-api")
+    if not args.tape_check:
+        cmd.append("--no-tape-check")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     start = time.perf_counter()
     try:
@@ -549,7 +554,8 @@ def summarize(name: str, plain: list[dict], off: list[dict], sbs: dict | None) -
     row["no_gradient_kswap_only"] = sorted(
         (set(k0.get("none_gradients") or []) | set(k0.get("warned_no_gradient") or [])) - plain_none
     )
-    row["no_gradient_checked"] = "none_gradients" in p0 and "none_gradients" in k0
+    row["no_gradient_checked"] = "warned_no_gradient" in p0 and "warned_no_gradient" in k0
+    row["tape_checked"] = "none_gradients" in p0 and "none_gradients" in k0
     row["fallbacks"] = k0.get("fallbacks") or []
     row["kept_on_device"] = k0.get("kept_on_device") or []
     row["traces"] = {"plain": p0.get("traces"), "kswap": k0.get("traces")}
@@ -683,9 +689,15 @@ def main() -> None:
     p.add_argument("--time-side-by-side", action="store_true", help="also time in one process")
     p.add_argument("--rounds", type=int, default=10, help="side-by-side rounds")
     p.add_argument("--profile-api", action="store_true", help="also run kswap.profile")
+    p.add_argument(
+        "--no-tape-check",
+        dest="tape_check",
+        action="store_false",
+        help="skip the GradientTape check (one more trace); fit's warning still counts",
+    )
     p.add_argument("--out", help="write the results as JSON here (after every model)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    p.add_argument("--from-json", help="print the table of an earlier --out file")
+    p.add_argument("--from-json", help="print the table of earlier --out files (comma list)")
     p.add_argument("--worker", choices=["plain", "kswap", "side"], help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -699,11 +711,15 @@ def main() -> None:
         print(json.dumps(result))
         return
     if args.from_json:
-        with open(args.from_json) as f:
-            saved = json.load(f)
-        print(render(saved["rows"], saved["args"]))
+        rows, lines = [], []
+        for path in args.from_json.split(","):
+            with open(path) as f:
+                saved = json.load(f)
+            rows += saved["rows"]
+            lines.append(saved["args"])
+        print(render(rows, "; ".join(dict.fromkeys(lines))))
         print("\nDistinct failures:\n")
-        print(distinct_failures(saved["rows"]))
+        print(distinct_failures(rows))
         return
     from zoo_models import select
 
@@ -713,6 +729,7 @@ def main() -> None:
         f"{args.time_steps} timed, {args.profile_steps} profiled; "
         f"{args.repeats} fresh process pair(s) per model"
         + (f", {args.jobs} workers at once" if args.jobs > 1 else "")
+        + ("" if args.tape_check else ", no tape check")
     )
     rows, start = [], time.perf_counter()
     runs_of: dict[str, dict[str, list]] = {n: {"plain": [], "kswap": [], "side": []} for n in names}
