@@ -638,6 +638,7 @@ def distinct_failures(rows: list[dict]) -> str:
     """Errors grouped by message (names and numbers blanked), with the models they hit."""
     groups: dict[str, list[str]] = {}
     example: dict[str, str] = {}
+    types: dict[str, list[str]] = {}
 
     def add(kind: str, text: str, model: str) -> None:
         key = re.sub(r"'[^']*'|\"[^\"]*\"|<[^>]*>|0x[0-9a-f]+|\d+|type \w+", "_", text)
@@ -647,6 +648,7 @@ def distinct_failures(rows: list[dict]) -> str:
         if model not in groups[key]:
             groups[key].append(model)
         example.setdefault(key, text)
+        types.setdefault(key, []).extend(re.findall(r"of type (\w+)", text))
 
     for r in rows:
         if r["plain_error"]:
@@ -657,13 +659,18 @@ def distinct_failures(rows: list[dict]) -> str:
             add("kswap", "trainable variables get no gradient only with kswap", r["model"])
         for f in r["fallbacks"]:
             add("fallback", f.split(": ", 1)[-1], r["model"])
+        trains = not (r["kswap_error"] or r["plain_error"] or r["no_gradient_kswap_only"])
+        if trains and r.get("loss_max_rel_diff"):
+            add("kswap", "losses differ from the plain model's (not bit-identical)", r["model"])
         if r["no_gradient_plain"]:
             add("plain", "trainable variables get no gradient without kswap either", r["model"])
         if r["kept_on_device"]:
             add("kept", "tensors read from the device in backward", r["model"])
     lines = []
     for key, models in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        lines.append(f"- ({len(models)}) {_cell(example[key], 220)}: {', '.join(models)}")
+        kinds = sorted(set(types.get(key, [])))
+        also = f" (types: {', '.join(kinds)})" if len(kinds) > 1 else ""
+        lines.append(f"- ({len(models)}) {_cell(example[key], 220)}{also}: {', '.join(models)}")
     return "\n".join(lines)
 
 
