@@ -29,6 +29,7 @@ from tensorflow.python.eager import record
 
 from kswap import transfer
 from kswap.layers import calls as calls_lib
+from kswap.layers import custom as custom_lib
 from kswap.layers import recompute, replay, saved
 from kswap.layers.schedule import GraphState, graph_state, order_backward
 
@@ -165,8 +166,8 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
         flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
         plan = replay.plan_replay(ops, xs, flat_out, watcher.watched_variables()) if graph else None
         if plan is not None and plan.replayable:
-            calls = _offload_reads(state, plan, xs)
-            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes, calls)
+            specials = _offload_reads(state, plan, xs)
+            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes, specials)
         else:
             if plan is not None:
                 _fall_back(wrapper, plan.reason)
@@ -212,12 +213,24 @@ def _keep_keras_attributes(new, inner) -> None:
                 pass
 
 
-def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> dict:
-    """Sends to host what the block's backward will read; returns its calls' plans."""
+def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict, dict]:
+    """Sends to host what the block's backward will read.
+
+    Returns:
+        The plans of its ``tf.function`` calls and of its custom gradients.
+    """
     calls = {op: calls_lib.prepare_call(op) for op in plan.ops if calls_lib.replayable_call(op)}
+    custom = {op: custom_lib.custom_gradient_of(op) for op in plan.ops}
+    custom = {op: spec for op, spec in custom.items() if spec is not None}
+    for spec in custom.values():  # what the user's gradient function holds
+        for t in spec.reads:
+            if _worth_offloading(t):
+                state.offload(t)
     # an input is "skipped" (no gradient wanted) as in replay_gradients
     wanted = {x.ref() for x in xs} | {t.ref() for op in plan.ops for t in op.outputs}
     for op in plan.ops:
+        if op in custom:
+            continue
         if op in calls:  # what the tf.function's backward reads: some of its outputs
             ins, outs = (), calls[op].reads
         else:
@@ -232,7 +245,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> dict:
         for t in others:
             if not t.shape.is_fully_defined() and _worth_offloading(t):
                 state.remember_shape(t)
-    return calls
+    return calls, custom
 
 
 def _unique(xs) -> list[bool]:
@@ -243,7 +256,8 @@ def _unique(xs) -> list[bool]:
     return first
 
 
-def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes, calls):
+def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes, specials):
+    calls, custom = specials
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
@@ -266,7 +280,16 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
         reads = _variable_reads(graph, plan.ops, variables or [])
         start = len(graph.get_operations())
         source_grads, var_grads = replay.replay_gradients(
-            plan.ops, xs, flat_out, list(upstream), fetch, reads, scopes, saved.op_reads, calls
+            plan.ops,
+            xs,
+            flat_out,
+            list(upstream),
+            fetch,
+            reads,
+            scopes,
+            saved.op_reads,
+            calls,
+            custom,
         )
         # blocks whose tensors are under a quarter of the largest cannot set the peak
         results = [*source_grads, *var_grads]

@@ -34,6 +34,7 @@ from tensorflow.python.eager import execute as tf_execute
 from tensorflow.python.framework import ops as tf_ops
 
 from kswap.layers import calls as calls_lib
+from kswap.layers import custom as custom_lib
 
 __all__ = [
     "record_ops",
@@ -122,8 +123,13 @@ def _gradient_fn(op: tf.Operation):
     """
     if calls_lib.replayable_call(op):
         return op._gradient_function  # the tf.function's own (see kswap.layers.calls)
+    try:  # a tf.custom_gradient's IdentityN names its gradient (see kswap.layers.custom)
+        op_type = op.get_attr("_gradient_op_type")
+        op_type = op_type.decode() if isinstance(op_type, bytes) else op_type
+    except ValueError:
+        op_type = op.type
     try:
-        return tf_ops._gradient_registry.lookup(op.type)
+        return tf_ops._gradient_registry.lookup(op_type)
     except LookupError:
         if op.type in ("ReadVariableOp", "Const", "Placeholder"):
             return None
@@ -186,7 +192,11 @@ def plan_replay(
     for op in reversed(forward):
         if any(t.ref() in needed for t in op.outputs):
             path.append(op)
-            needed.update(t.ref() for t in op.inputs if t.op in op_set or t.ref() in reached)
+            inputs = op.inputs
+            spec = custom_lib.custom_gradient_of(op)
+            if spec is not None:  # its forward ops get no backward: only its arguments do
+                inputs = inputs[spec.results :]
+            needed.update(t.ref() for t in inputs if t.op in op_set or t.ref() in reached)
     path.reverse()
     for op in path:
         if calls_lib.replayable_call(op):
@@ -370,6 +380,7 @@ def replay_gradients(
     scopes: Mapping[str, str] | None = None,
     value_reads: ValueReads | None = None,
     calls: Mapping[tf.Operation, calls_lib.CallPlan] | None = None,
+    custom: Mapping[tf.Operation, custom_lib.CustomGradient] | None = None,
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
@@ -395,6 +406,9 @@ def replay_gradients(
         calls: The plans of the ``tf.function`` calls among ``ops``, from
             :func:`kswap.layers.calls.prepare_call` (made while tracing the
             forward); their backward is TensorFlow's backward function.
+        custom: The ``tf.custom_gradient`` ops among ``ops``, from
+            :func:`kswap.layers.custom.custom_gradient_of`; their backward is
+            the user's gradient function, given ``fetch``'s tensors.
 
     Returns:
         ``(source_grads, variable_grads)``, None where there is no gradient.
@@ -445,9 +459,13 @@ def replay_gradients(
             values = value_reads(op, frozenset(skipped)) if value_reads else None
             scope = _tape_scope(op, scopes or {})
             call = (calls or {}).get(op)
+            spec = (custom or {}).get(op)
             if call is not None:
                 with tf.name_scope(scope):
                     in_grads = calls_lib.call_gradient(op, call, fetch, out_grads[: call.outputs])
+            elif spec is not None:
+                with tf.name_scope(scope):
+                    in_grads = custom_lib.call_custom_gradient(op, spec, fetch, out_grads)
             else:
                 out_grads = [
                     g if g is not None else _zeros(t, fetch) if _differentiable(t) else None
