@@ -27,13 +27,18 @@ def cpu_allocator_is_bfc() -> bool:
     """Whether the running TensorFlow's CPU allocator reports its memory.
 
     Allocates a small tensor and asks the allocator for its statistics: the
-    default CPU allocator reports none.
+    default CPU allocator reports none (TensorFlow 2.21 raises ValueError,
+    "Allocator stats not available", where earlier versions reported zeros).
     """
     import tensorflow as tf
 
     probe = tf.ones((64,), dtype=tf.float32) + 0.0  # on CPU: only called without a GPU
-    info = tf.config.experimental.get_memory_info("CPU:0")
-    del probe
+    try:
+        info = tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:
+        return False
+    finally:
+        del probe
     return info.get("peak", 0) > 0
 
 
