@@ -1,34 +1,58 @@
-"""Entry point of ``kswap.measure(..., isolate=True)``'s fresh process."""
+"""Entry point of ``kswap.measure(..., isolate=True)``'s fresh process.
+
+``python -m kswap.profiler._child JOB.json``: the job names the saved model,
+the pickled batches, the modules to import before loading (those defining
+the model's custom classes), the parent's ``sys.path`` and where to write the
+result: ``{"measurement": {...}}``, or ``{"error": "Type: message"}`` on one
+line (exit code 1).
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import pickle
 import sys
 
 
-def main(argv: list[str]) -> None:
-    model_path, data_path, steps, out_path, optimizer_state = argv
-    import keras
-    import tensorflow as tf
-
+def _run(job: dict) -> dict:
     import kswap  # noqa: F401  (selects the CPU BFC allocator before TF starts)
+
+    parent_path = list(job["sys_path"])
+    sys.path[:] = parent_path + [p for p in sys.path if p not in parent_path]
+    for name in job["modules"]:
+        importlib.import_module(name)  # registers the model's custom classes
+
+    import keras
+
     from kswap.optimizer_state import place_optimizer_state
     from kswap.profiler.measure import measure_batches
     from kswap.profiler.profile import _check_allocator
 
-    model = keras.models.load_model(model_path)
+    model = keras.models.load_model(job["model"])
     if model.optimizer is not None:
-        place_optimizer_state(model.optimizer, optimizer_state, model.trainable_variables)
-    with open(data_path, "rb") as f:
+        place_optimizer_state(model.optimizer, job["optimizer_state"], model.trainable_variables)
+    with open(job["batches"], "rb") as f:
         batches = pickle.load(f)
-    to_tensor = lambda a: None if a is None else tf.convert_to_tensor(a)  # noqa: E731
-    batches = [keras.tree.map_structure(to_tensor, b) for b in batches]
     _check_allocator()
-    result = measure_batches(model, batches, int(steps))
-    with open(out_path, "w") as f:
-        json.dump(result.to_dict(), f)
+    result = measure_batches(model, batches, int(job["steps"]))
+    return {"measurement": result.to_dict()}
+
+
+def main(argv: list[str]) -> int:
+    (job_path,) = argv
+    with open(job_path) as f:
+        job = json.load(f)
+    try:
+        payload = _run(job)
+    except Exception as error:  # reported to the parent in one line
+        from kswap.profiler._isolate import one_line
+
+        payload = {"error": one_line(error)}
+    with open(job["out"], "w") as f:
+        json.dump(payload, f)
+    return 1 if "error" in payload else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

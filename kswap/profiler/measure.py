@@ -26,6 +26,7 @@ import numpy as np
 
 from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
+from kswap.profiler._isolate import modules_to_import, one_line
 from kswap.profiler._state import preserved_state
 from kswap.profiler.profile import _check_allocator, _profile, run_steps
 from kswap.trace import Trace
@@ -84,8 +85,10 @@ def measure(
     The allocator counts every live tensor of the process, another model's
     weights included, so compare configurations with ``isolate=True``: the
     model (saved as ``.keras``) and the data are measured in a fresh Python
-    process. Custom layers must then be registered with
-    ``keras.saving.register_keras_serializable``.
+    process, which imports the modules that define the model's custom
+    classes (they must be registered with
+    ``keras.saving.register_keras_serializable``) with this process's
+    ``sys.path``.
 
     Args:
         model: A compiled ``keras.Model``.
@@ -97,6 +100,13 @@ def measure(
 
     Returns:
         A :class:`Measurement`.
+
+    Raises:
+        ValueError: Bad arguments; with ``isolate=True``, a custom class or
+            function defined where a fresh process cannot import it (in
+            ``__main__``, a notebook) or not registered for loading.
+        RuntimeError: With ``isolate=True``, the model cannot be saved, or
+            the fresh process failed (its last lines are in the message).
     """
     _data.check_model(model, "measure")
     steps = _data.check_steps(steps)
@@ -133,28 +143,64 @@ def _to_numpy(batches):
     ]
 
 
+def _save(model, path: str) -> None:
+    try:
+        model.save(path)
+    except Exception as error:
+        raise RuntimeError(
+            "`model` cannot be saved as .keras, which isolate=True needs to rebuild it in "
+            f"a fresh process ({one_line(error)}). Make its custom objects serializable "
+            "(get_config, keras.saving.register_keras_serializable), or use isolate=False."
+        ) from error
+
+
+def _child_failure(proc: subprocess.CompletedProcess, out_path: str) -> str:
+    """One line on why the fresh process failed: its own, or its last words."""
+    try:
+        with open(out_path) as f:
+            error = json.load(f).get("error")
+        if error:
+            return error
+    except (OSError, ValueError):
+        pass
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    fatal = [line for line in lines if "Check failed" in line or "Error" in line]
+    last = fatal[-1:] or lines[-3:]
+    code = proc.returncode
+    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    return f"{how}: {' | '.join(last)}" if last else how
+
+
 def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
     with tempfile.TemporaryDirectory(prefix="kswap-measure-") as tmp:
         model_path = os.path.join(tmp, "model.keras")
         data_path = os.path.join(tmp, "batches.pkl")
         out_path = os.path.join(tmp, "out.json")
-        model.save(model_path)
+        job_path = os.path.join(tmp, "job.json")
+        _save(model, model_path)
+        modules = modules_to_import(model, model_path)
         with open(data_path, "wb") as f:
             pickle.dump(_to_numpy(batches), f)
-        cmd = [
-            sys.executable,
-            "-m",
-            "kswap.profiler._child",
-            model_path,
-            data_path,
-            str(steps),
-            out_path,
+        job = {
+            "model": model_path,
+            "batches": data_path,
+            "steps": steps,
+            "out": out_path,
             # where the optimizer's slots live is not saved with the model
-            "host" if model.optimizer is not None and host_variables(model.optimizer) else "device",
-        ]
+            "optimizer_state": (
+                "host"
+                if model.optimizer is not None and host_variables(model.optimizer)
+                else "device"
+            ),
+            "modules": modules,
+            "sys_path": list(sys.path),
+        }
+        with open(job_path, "w") as f:
+            json.dump(job, f)
+        cmd = [sys.executable, "-m", "kswap.profiler._child", job_path]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise RuntimeError(f"Measuring in a fresh process failed:\n{tail}")
+            why = _child_failure(proc, out_path)
+            raise RuntimeError(f"Measuring in a fresh process failed: {why}")
         with open(out_path) as f:
-            return Measurement(**json.load(f))
+            return Measurement(**json.load(f)["measurement"])
