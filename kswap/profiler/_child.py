@@ -35,7 +35,9 @@ def _run(job: dict) -> dict:
     with open(job["batches"], "rb") as f:
         batches = pickle.load(f)
     _check_allocator()
-    result = measure_batches(model, batches, int(job["steps"]))
+    result = measure_batches(
+        model, batches, int(job["steps"]), static_batch=bool(job["static_batch"])
+    )
     return {"measurement": result.to_dict()}
 
 

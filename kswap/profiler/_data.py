@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["check_model", "check_steps", "make_batches"]
+__all__ = ["check_model", "check_steps", "make_batches", "static_batch"]
 
 
 def check_model(model, fn: str) -> None:
@@ -55,6 +55,20 @@ def _samples(data, name: str) -> int:
     if n == 0:
         raise ValueError(f"`{name}` is empty: it has 0 samples.")
     return n
+
+
+def static_batch(x) -> bool:
+    """Whether ``model.fit(x)`` traces its step with a known batch size.
+
+    True for a ``tf.data.Dataset`` whose every component has a known first
+    dimension (batched with ``drop_remainder=True``). False otherwise: kswap
+    traces arrays as fit does when a partial batch is left over (fit knows the
+    batch size only when it divides the number of samples).
+    """
+    if not isinstance(x, tf.data.Dataset):
+        return False
+    shapes = [getattr(s, "shape", None) for s in tf.nest.flatten(x.element_spec)]
+    return all(s is not None and s.rank and s[0] is not None for s in shapes)
 
 
 def make_batches(x, y, batch_size, count: int) -> list[tuple]:

@@ -28,7 +28,7 @@ from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
 from kswap.profiler._isolate import modules_to_import, one_line
 from kswap.profiler._state import preserved_state
-from kswap.profiler.profile import _check_allocator, _profile, run_steps
+from kswap.profiler.profile import FitSteps, _check_allocator, _profile
 from kswap.trace import Trace
 
 __all__ = ["Measurement", "measure"]
@@ -79,8 +79,11 @@ def measure(
 ) -> Measurement:
     """Measures device memory and step time of a compiled model's training.
 
-    A warm-up step, ``steps`` timed steps (no profiler), then ``steps``
-    profiled steps. The model's state is restored afterwards.
+    A warm-up step (through ``model.fit``, which traces the training
+    function), ``steps`` timed steps (no profiler), then ``steps`` profiled
+    steps, each run as ``fit`` runs its steps: see
+    :class:`kswap.profiler.profile.FitSteps`. The model's state is restored
+    afterwards.
 
     The allocator counts every live tensor of the process, another model's
     weights included, so compare configurations with ``isolate=True``: the
@@ -113,18 +116,26 @@ def measure(
     if not isinstance(isolate, bool):
         raise ValueError(f"`isolate` must be True or False. Received: isolate={isolate!r}")
     batches = _data.make_batches(x, y, batch_size, 2 * steps + 1)
+    static_batch = _data.static_batch(x)
     if isolate:
-        return _measure_in_subprocess(model, batches, steps)
+        return _measure_in_subprocess(model, batches, steps, static_batch)
     _check_allocator()
     with preserved_state(model, batches[0]):
-        return measure_batches(model, batches, steps)
+        return measure_batches(model, batches, steps, static_batch=static_batch)
 
 
-def measure_batches(model, batches, steps: int, logdir=None) -> Measurement:
-    """Measures with ready batches: warm-up, ``steps`` timed, ``steps`` profiled."""
-    run_steps(model, batches[:1])
-    seconds = run_steps(model, batches[1 : steps + 1])
-    trace = _profile(model, [batches[0]] + list(batches[steps + 1 :]), logdir)
+def measure_batches(
+    model, batches, steps: int, logdir=None, *, static_batch: bool = False
+) -> Measurement:
+    """Measures with ready batches: warm-up, ``steps`` timed, ``steps`` profiled.
+
+    ``batches`` holds ``2 * steps + 1`` batches: the warm-up's, the timed
+    steps', the profiled steps'.
+    """
+    fit = FitSteps(model, batches, static_batch=static_batch)
+    fit.warm_up(0)
+    seconds = [fit.run(i) for i in range(1, steps + 1)]
+    trace = _profile(fit, range(steps + 1, 2 * steps + 1), logdir)
     return Measurement(
         device_peak_bytes=trace.peak_bytes("device"),
         step_peak_bytes=trace.step_peak_bytes("device"),
@@ -171,7 +182,7 @@ def _child_failure(proc: subprocess.CompletedProcess, out_path: str) -> str:
     return f"{how}: {' | '.join(last)}" if last else how
 
 
-def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
+def _measure_in_subprocess(model, batches, steps: int, static_batch: bool) -> Measurement:
     with tempfile.TemporaryDirectory(prefix="kswap-measure-") as tmp:
         model_path = os.path.join(tmp, "model.keras")
         data_path = os.path.join(tmp, "batches.pkl")
@@ -194,6 +205,7 @@ def _measure_in_subprocess(model, batches, steps: int) -> Measurement:
             ),
             "modules": modules,
             "sys_path": list(sys.path),
+            "static_batch": static_batch,
         }
         with open(job_path, "w") as f:
             json.dump(job, f)

@@ -1,9 +1,9 @@
 """``kswap.profile``: buffer lifetimes of real training steps.
 
-Runs a compiled Keras model's training steps under the TensorFlow profiler and
-reads the allocator events of the trace into a :class:`kswap.Trace`. The model
-is left exactly as it was: weights, optimizer state, metrics and random
-states are restored afterwards.
+Runs a compiled Keras model's training steps, as ``model.fit`` runs them,
+under the TensorFlow profiler and reads the allocator events of the trace into
+a :class:`kswap.Trace`. The model is left exactly as it was: weights,
+optimizer state, metrics and random states are restored afterwards.
 
 Example:
     >>> import kswap, keras, numpy as np
@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import math
 import os
@@ -25,16 +26,26 @@ import tempfile
 import time
 from collections.abc import Sequence
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from kswap import _env, transfer
 from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
 from kswap.profiler._state import preserved_state
-from kswap.profiler.attribution import layer_tree, resolver
+from kswap.profiler.attribution import layer_tree, resolver, step_op_name
 from kswap.trace import STEP_MARKER, Trace, build_trace, read_xspace
 
-__all__ = ["profile", "ProfilerBusyError", "OPTIMIZER", "OPTIMIZER_UPDATE", "variable_bytes"]
+__all__ = [
+    "FitSteps",
+    "OPTIMIZER",
+    "OPTIMIZER_UPDATE",
+    "ProfilerBusyError",
+    "profile",
+    "run_steps",
+    "variable_bytes",
+]
 
 #: ``Trace.by_layer`` key of the optimizer's state (slots, iteration count).
 OPTIMIZER = "(optimizer state)"
@@ -51,22 +62,136 @@ def _check_allocator() -> None:
         raise RuntimeError(_env.bfc_help())
 
 
-def run_steps(model, batches: Sequence[tuple]) -> list[float]:
-    """Runs one training step per batch; returns each step's wall time (s)."""
-    times = []
-    for xb, yb in batches:
+class FitSteps:
+    """Training steps run the way ``model.fit`` runs them.
+
+    ``fit`` calls the model's ``train_function`` with an iterator over a
+    ``tf.data`` dataset, whose batch dimension is unknown (for arrays with a
+    partial last batch, and for datasets batched without
+    ``drop_remainder``); Keras traces that call, with the training step
+    nested in it, as a graph of its own. ``train_on_batch`` traces another
+    graph, for the static shape of its first batch, and neither ever runs
+    the other's. So each step here is one call of ``train_function`` with an
+    iterator over a dataset of one batch whose batch dimension is unknown
+    (or known, ``static_batch=True``, as fit traces a dataset batched with
+    ``drop_remainder=True``); the other dimensions are the batch's own.
+
+    Args:
+        model: A compiled ``keras.Model``.
+        batches: ``(x, y)`` batches (``y`` may be None).
+        static_batch: Give the traced graph the batches' own batch size.
+
+    Example:
+        >>> import keras, numpy as np
+        >>> from kswap.profiler.profile import FitSteps
+        >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        >>> model.compile("sgd", "mse")
+        >>> steps = FitSteps(model, [(np.ones((8, 4)), np.ones((8, 2)))] * 2)
+        >>> steps.dataset(0).element_spec[0]
+        TensorSpec(shape=(None, 4), dtype=tf.float64, name=None)
+        >>> seconds = steps.warm_up(0)    # through model.fit: traces the step
+        >>> seconds = steps.run(1)        # model.train_function, fit's graph
+    """
+
+    def __init__(self, model, batches: Sequence[tuple], *, static_batch: bool = False):
+        self.model = model
+        self.batches = list(batches)
+        self.static_batch = bool(static_batch)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def dataset(self, i: int) -> tf.data.Dataset:
+        """A dataset of batch ``i`` alone, as fit's dataset would yield it."""
+        x, y = self.batches[i]
+        element = (x,) if y is None else (x, y)
+        element = keras.tree.lists_to_tuples(element)
+        dataset = tf.data.Dataset.from_tensor_slices(element).batch(
+            keras_batch_size(self.batches[i]), drop_remainder=self.static_batch
+        )
+        # fit counts the batches of a dataset whose cardinality it knows,
+        # and warns at the end of one it cannot count
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(1))
+        options = tf.data.Options()
+        # no prefetch: the batch is made when its step asks for it, not before
+        options.experimental_optimization.inject_prefetch = False
+        return dataset.with_options(options)
+
+    def _iterator(self, i: int):
+        strategy = self.model.distribute_strategy
+        return iter(strategy.experimental_distribute_dataset(self.dataset(i)))
+
+    def warm_up(self, i: int = 0) -> float:
+        """Runs batch ``i`` through ``model.fit`` (one step); returns its wall time (s).
+
+        ``fit`` builds what the first step needs (loss and metric state) and
+        traces its training function; its ``History`` is not left on the model.
+        """
+        model = self.model
+        had_history = "history" in vars(model)
+        history = vars(model).get("history")
+        dataset = self.dataset(i)
         t0 = time.perf_counter()
-        model.train_on_batch(xb, yb)  # returns numpy: the step has finished
-        times.append(time.perf_counter() - t0)
-    return times
+        model.fit(dataset, epochs=1, verbose=0, shuffle=False)
+        seconds = time.perf_counter() - t0
+        if had_history:
+            model.history = history
+        elif "history" in vars(model):
+            del model.history
+        return seconds
+
+    def run(self, i: int, marker: int | None = None) -> float:
+        """Runs batch ``i`` as one call of ``train_function``; returns its wall time (s).
+
+        The iterator is made first, outside the time and the marker. With
+        ``marker``, the step runs inside kswap's profiler step marker of that
+        number. A model without a training function yet is warmed up instead
+        (:meth:`warm_up`).
+        """
+        model = self.model
+        if model.train_function is None:
+            return self.warm_up(i)
+        iterator = self._iterator(i)
+        t0 = time.perf_counter()
+        if marker is None:
+            _finish(model.train_function(iterator))
+        else:
+            with tf.profiler.experimental.Trace(STEP_MARKER, step_num=marker, _r=1):
+                _finish(model.train_function(iterator))
+        return time.perf_counter() - t0
 
 
-def profile_steps(model, batches: Sequence[tuple], logdir: str) -> str:
-    """Runs ``batches`` as steps under a profiler kswap starts and stops.
+def _finish(logs) -> None:
+    """Waits for the step: reads its logs (a few scalars) back."""
+    for value in tf.nest.flatten(logs):
+        np.asarray(value)
+
+
+def run_steps(model, batches: Sequence[tuple], *, static_batch: bool = False) -> list[float]:
+    """Runs one training step per batch, as ``model.fit`` runs them (:class:`FitSteps`).
+
+    A model that has no training function yet gets its first step through
+    ``model.fit``, which builds and traces it.
+
+    Returns:
+        Each step's wall time (s).
+    """
+    steps = FitSteps(model, batches, static_batch=static_batch)
+    return [steps.run(i) for i in range(len(steps))]
+
+
+def profile_steps(steps: FitSteps, indices: Sequence[int], logdir: str) -> str:
+    """Runs batches ``indices`` of ``steps`` under a profiler kswap starts and stops.
+
+    Each step runs inside kswap's step marker, numbered from 0. A model
+    without a training function gets a warm-up step (batch ``indices[0]``,
+    through ``fit``) first, outside the profiler.
 
     Returns:
         The path of the ``.xplane.pb`` file written under ``logdir``.
     """
+    if steps.model.train_function is None:
+        steps.warm_up(indices[0])
     before = set(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
     try:
         # Default options: TensorFlow 2.21 ignores the integer ones given from
@@ -80,9 +205,8 @@ def profile_steps(model, batches: Sequence[tuple], logdir: str) -> str:
             "(tf.profiler.experimental.stop()) or profile outside its window."
         ) from None
     try:
-        for i, (xb, yb) in enumerate(batches):
-            with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
-                model.train_on_batch(xb, yb)
+        for number, i in enumerate(indices):
+            steps.run(i, marker=number)
     finally:
         tf.profiler.experimental.stop()
     after = set(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
@@ -100,6 +224,11 @@ def variable_bytes(v) -> int:
 def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
     """Builds kswap's :class:`Trace` of a profiler file written for ``model``."""
     space = read_xspace(path)
+    # the ops' names in the step's graph, without fit's call of it in front
+    events = [
+        dataclasses.replace(e, tf_op=step_op_name(e.tf_op)) if e.tf_op else e
+        for e in space.memory_events
+    ]
     emulated = not transfer.has_gpu()
     layer_of = resolver(layer_tree(model))
     optimizer_scope = f"{model.optimizer.name}/" if model.optimizer is not None else None
@@ -121,7 +250,7 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
             tier = host_residents if id(v) in on_host else residents
             tier.setdefault(OPTIMIZER, []).append(variable_bytes(v))
     trace = build_trace(
-        space.memory_events,
+        events,
         emulated=emulated,
         host_scope=transfer.HOST_SCOPE,
         steps=space.steps,
@@ -149,14 +278,19 @@ def profile(
 ) -> Trace:
     """Profiles training steps of a compiled Keras model.
 
-    One unrecorded warm-up step runs first (it traces the training function),
-    then ``steps`` steps run under the TensorFlow profiler. The model's weights,
-    optimizer state, metrics and random states are restored afterwards.
+    One unrecorded warm-up step runs first, through ``model.fit`` (it traces
+    the training function), then ``steps`` steps run under the TensorFlow
+    profiler, each as ``fit`` runs its steps: one call of the model's
+    ``train_function`` with an iterator over a dataset whose batch dimension
+    is unknown (see :class:`FitSteps`), so the profiled graph is the one
+    ``model.fit`` runs. The model's weights, optimizer state, metrics and
+    random states are restored afterwards.
 
     Args:
         model: A compiled ``keras.Model``.
         x: Inputs (arrays, a list or dict of arrays) or a ``tf.data.Dataset``
-            yielding ``(x, y)`` batches.
+            yielding ``(x, y)`` batches (one batched with
+            ``drop_remainder=True`` keeps its static batch size, as in fit).
         y: Targets, or None with a dataset.
         steps: Number of profiled steps (>= 1).
         batch_size: Samples per step; ``min(32, len(x))`` if None. Only full
@@ -181,23 +315,26 @@ def profile(
     batches = _data.make_batches(x, y, batch_size, steps + 1)
     _check_allocator()
     with preserved_state(model, batches[0]):
-        return _profile(model, batches, logdir)
+        fit = FitSteps(model, batches, static_batch=_data.static_batch(x))
+        fit.warm_up(0)
+        return _profile(fit, range(1, len(batches)), logdir)
 
 
-def _profile(model, batches, logdir) -> Trace:
-    run_steps(model, batches[:1])
+def _profile(steps: FitSteps, indices: Sequence[int], logdir) -> Trace:
+    """Profiles batches ``indices`` of ``steps`` (a warmed-up model's)."""
+    model = steps.model
     tmp = None
     if logdir is None:
         tmp = tempfile.mkdtemp(prefix="kswap-trace-")
     try:
         device = "GPU:0" if transfer.has_gpu() else "CPU:0"
         tf.config.experimental.reset_memory_stats(device)
-        path = profile_steps(model, batches[1:], os.fspath(logdir or tmp))
+        path = profile_steps(steps, indices, os.fspath(logdir or tmp))
         allocator_peak = tf.config.experimental.get_memory_info(device)["peak"]
         metadata = {
             "model": model.name,
-            "batch_size": int(keras_batch_size(batches[0])),
-            "steps": len(batches) - 1,
+            "batch_size": int(keras_batch_size(steps.batches[indices[0]])),
+            "steps": len(indices),
             "device": device,
             "allocator_peak_bytes": int(allocator_peak),
             "tensorflow": tf.__version__,
@@ -212,6 +349,4 @@ def _profile(model, batches, logdir) -> Trace:
 
 def keras_batch_size(batch: tuple) -> int:
     """The number of samples in one ``(x, y)`` batch."""
-    import keras
-
     return int(keras.tree.flatten(batch[0])[0].shape[0])
