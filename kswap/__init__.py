@@ -4,6 +4,12 @@ Memory profiling from TensorFlow's own allocator (``kswap.profile``,
 ``kswap.measure``), lifetime-aware pool packing (``kswap.allocator``) and
 activation offloading.
 
+Importing kswap is cheap and needs no TensorFlow: it only asks TensorFlow for
+the CPU allocator that records its memory (see :mod:`kswap._env`). The names
+below are imported on first use; those that run TensorFlow (``profile``,
+``measure``, ``OffloadingModel``, ...) say how to install it when it is
+missing. ``kswap.trace`` and ``kswap.allocator`` work without TensorFlow.
+
 Example:
     >>> import kswap, keras, numpy as np
     >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
@@ -16,32 +22,39 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from kswap._env import prepare_environment
+from kswap._env import has_tensorflow, prepare_environment, tensorflow_missing
 
 prepare_environment()
 
-
-def _has_tensorflow() -> bool:
-    try:
-        return importlib.util.find_spec("tensorflow") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-if not _has_tensorflow():
-    raise ImportError(
-        "kswap needs TensorFlow, which is not installed. Install it with kswap's "
-        "extra for your machine: `pip install kswap[cpu]` (no GPU, installs "
-        "tensorflow-cpu) or `pip install kswap[gpu]` (installs tensorflow[and-cuda])."
-    )
-
-from kswap.offloading import OffloadingModel, strip  # noqa: E402
-from kswap.profiler import Measurement, measure, profile  # noqa: E402
-from kswap.trace import Allocation, Timeline, Trace  # noqa: E402
-
 __version__ = "0.1.0"
+
+#: Public name -> (module that defines it, whether that module needs TensorFlow).
+_EXPORTS: dict[str, tuple[str, bool]] = {
+    "Allocation": ("kswap.trace", False),
+    "Measurement": ("kswap.profiler", True),
+    "OffloadingModel": ("kswap.offloading", True),
+    "Timeline": ("kswap.trace", False),
+    "Trace": ("kswap.trace", False),
+    "measure": ("kswap.profiler", True),
+    "profile": ("kswap.profiler", True),
+    "strip": ("kswap.offloading", True),
+}
+
+#: Submodules reachable as attributes (``kswap.profiler``) without importing them first.
+_SUBMODULES: dict[str, bool] = {
+    "allocator": False,
+    "cli": False,
+    "trace": False,
+    "layers": True,
+    "modelspec": True,
+    "offloading": True,
+    "optimizer_state": True,
+    "profiler": True,
+    "transfer": True,
+}
 
 __all__ = [
     "Allocation",
@@ -53,3 +66,35 @@ __all__ = [
     "profile",
     "strip",
 ]
+
+if TYPE_CHECKING:
+    from kswap.offloading import OffloadingModel, strip
+    from kswap.profiler import Measurement, measure, profile
+    from kswap.trace import Allocation, Timeline, Trace
+
+
+def _import(module: str, needs_tensorflow: bool, what: str):
+    if needs_tensorflow and not has_tensorflow():
+        raise ImportError(tensorflow_missing(what))
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if needs_tensorflow and (error.name or "").split(".")[0] in ("tensorflow", "keras"):
+            raise ImportError(tensorflow_missing(what)) from error
+        raise
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module, needs_tensorflow = _EXPORTS[name]
+        value = getattr(_import(module, needs_tensorflow, f"kswap.{name}"), name)
+    elif name in _SUBMODULES:
+        value = _import(f"kswap.{name}", _SUBMODULES[name], f"kswap.{name}")
+    else:
+        raise AttributeError(f"module 'kswap' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({"__version__", *__all__, *_SUBMODULES})

@@ -9,9 +9,18 @@ set it already, or set ``KSWAP_CPU_BFC=0`` to opt out.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
-__all__ = ["CPU_BFC_VARIABLE", "prepare_environment", "cpu_allocator_is_bfc", "bfc_help"]
+__all__ = [
+    "CPU_BFC_VARIABLE",
+    "bfc_help",
+    "cpu_allocator_is_bfc",
+    "has_tensorflow",
+    "prepare_environment",
+    "require_tensorflow",
+    "tensorflow_missing",
+]
 
 CPU_BFC_VARIABLE = "TF_CPU_ALLOCATOR_USE_BFC"
 
@@ -53,3 +62,31 @@ def bfc_help() -> str:
         "`import kswap` before running any TensorFlow op. "
         f"Currently {CPU_BFC_VARIABLE}={current!r}."
     )
+
+
+def has_tensorflow() -> bool:
+    """Whether TensorFlow can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def tensorflow_missing(what: str) -> str:
+    """The message for ``what`` (e.g. ``"kswap.profile"``) when TensorFlow is missing."""
+    return (
+        f"{what} needs TensorFlow, which is not installed. Install it with kswap's "
+        "extra for your machine: `pip install kswap[cpu]` (no GPU, installs "
+        "tensorflow-cpu) or `pip install kswap[gpu]` (installs tensorflow[and-cuda]). "
+        "kswap.trace and kswap.allocator work without it."
+    )
+
+
+def require_tensorflow(what: str) -> None:
+    """Raises ImportError with install instructions if TensorFlow is missing.
+
+    Raises:
+        ImportError: TensorFlow cannot be imported.
+    """
+    if not has_tensorflow():
+        raise ImportError(tensorflow_missing(what))

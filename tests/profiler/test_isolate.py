@@ -132,3 +132,12 @@ def test_one_line():
     assert one_line(KeyError()) == "KeyError"
     wrapped = TypeError("Model could not be loaded.\n\nconfig={...}.\n\nException encountered: Y")
     assert one_line(wrapped) == "TypeError: Y"
+
+
+def test_kswap_s_own_layers_load_in_the_fresh_process():
+    # `import kswap` imports no layers: the Offload wrappers' module is
+    # imported like any other that defines a class of the model
+    model = kswap.OffloadingModel(custom.scale_shift_model("offloaded_isolated", units=64), "all")
+    x, y = data(n=64, units=64)
+    m = kswap.measure(model, x, y, steps=1, batch_size=64, isolate=True)
+    assert m.host_peak_bytes > 0  # activations went to the (emulated) host tier
