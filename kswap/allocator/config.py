@@ -12,6 +12,11 @@ Example:
     >>> report.applied                               # doctest: +SKIP
     {'memory_limit': 'TF_CPU_BFC_MEM_LIMIT_IN_MB=2048 (device memory emulated on CPU:0)'}
 
+Without a GPU the memory limit caps the one CPU allocator, which also holds
+the emulated host tier: it counts offloaded bytes too, and some kernels abort
+the process when it runs out instead of raising ``ResourceExhaustedError``
+(see :func:`configure`).
+
 Sizing the limit from a packing plan (the least memory a profiled step needs,
 see :func:`kswap.allocator.pack`) adds a margin for what TensorFlow's BFC
 allocator loses to rounding and fragmentation: ``limit = arena * (1 + margin)``
@@ -33,6 +38,13 @@ __all__ = ["AllocatorConfig", "configure", "DEFAULT_MARGIN"]
 DEFAULT_MARGIN = 0.1
 _MIB = 1024 * 1024
 _GPU_ALLOCATORS = ("bfc", "cuda_malloc_async")
+_CPU_LIMIT_WARNING = (
+    "kswap.allocator.configure: without a GPU, `memory_limit` caps the one CPU allocator "
+    "(TF_CPU_BFC_MEM_LIMIT_IN_MB), which also holds the emulated host tier: a blunt "
+    "emulation of a smaller device that counts offloaded bytes too, and running out of it "
+    "may abort the process (Check failed: dtype() == expected_dtype) rather than raise "
+    "ResourceExhaustedError. Run what may exceed it in a separate process."
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,8 +105,15 @@ def configure(
     Args:
         memory_limit: Device memory limit in bytes, or a ``PackingPlan`` (its
             ``arena_bytes`` plus ``margin``). On a GPU: a logical device with
-            that limit. Without a GPU: the CPU BFC allocator's limit
-            (``TF_CPU_BFC_MEM_LIMIT_IN_MB``), which emulates a smaller device.
+            that limit. Without a GPU: the limit of the CPU's BFC allocator
+            (``TF_CPU_BFC_MEM_LIMIT_IN_MB``), a blunt emulation of a smaller
+            device (a warning says so): that one allocator also holds the
+            emulated host tier, so the limit counts what is offloaded too and
+            cannot emulate a small device for an offloaded model; and when
+            it runs out, some kernels abort the whole process (``Check
+            failed: dtype() == expected_dtype``) instead of raising
+            ``tf.errors.ResourceExhaustedError``. Run what may exceed it in
+            a separate process.
         growth: GPU memory growth (allocate as needed instead of all at once).
         allocator: GPU allocator: ``"bfc"`` or ``"cuda_malloc_async"``
             (``TF_GPU_ALLOCATOR``).
@@ -106,7 +125,8 @@ def configure(
 
     Returns:
         An :class:`AllocatorConfig`. Options that do not apply on this machine
-        (GPU options without a GPU) are listed there and warned about.
+        (GPU options without a GPU) are listed there and warned about; a
+        ``memory_limit`` without a GPU warns that it is a blunt emulation.
 
     Raises:
         ValueError: A bad value.
@@ -169,6 +189,7 @@ def configure(
                 str(max(limit // _MIB, 1)),
                 " (device memory emulated on CPU:0)",
             )
+            warnings.warn(_CPU_LIMIT_WARNING, stacklevel=2)
     gpu_only = {
         "growth": growth,
         "allocator": allocator,

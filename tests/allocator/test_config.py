@@ -14,26 +14,72 @@ def run(code: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_memory_limit_emulates_a_smaller_device():
+def test_memory_limit_emulates_a_smaller_device_and_warns_how_bluntly():
+    # what exceeds the limit is not caught: on CPU it may abort the process
+    # instead of raising ResourceExhaustedError, so only the exit is checked
     proc = run(
         """
         import kswap, warnings
         from kswap.allocator import configure
-        report = configure(memory_limit=64 * 2**20)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = configure(memory_limit=64 * 2**20)
         print(report.applied["memory_limit"], report.memory_limit_bytes)
+        print(len(caught), caught[0].filename, "host tier" in str(caught[0].message))
         import tensorflow as tf
-        small = tf.ones((4, 1024, 1024))          # 16 MiB fits
-        try:
-            tf.ones((32, 1024, 1024)) + 1         # 128 MiB does not
-            print("NO OOM")
-        except tf.errors.ResourceExhaustedError:
-            print("OOM")
+        small = tf.ones((4, 1024, 1024)) + 1      # 16 MiB fits
+        print("FITS", flush=True)
+        big = tf.ones((32, 1024, 1024)) + 1       # 128 MiB does not
+        print("NO OOM", float(big[0, 0, 0]), flush=True)
         """
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.split("\n")
     assert lines[0] == "TF_CPU_BFC_MEM_LIMIT_IN_MB=64 (device memory emulated on CPU:0) 67108864"
-    assert lines[1] == "OOM"
+    assert lines[1] == "1 <string> True"  # one warning, pointing at the caller
+    assert lines[2] == "FITS", proc.stderr[-2000:]
+    assert "NO OOM" not in proc.stdout and proc.returncode != 0
+
+
+TRAIN_OVER_A_LIMIT = """
+    import sys
+    import kswap
+    from kswap.allocator import configure
+    configure(memory_limit=int(sys.argv[1]) * 2**20)
+    import keras, numpy as np
+    inp = keras.Input((64, 64, 8))
+    h = inp
+    for i in range(3):
+        h = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(h)
+    out = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(h))
+    model = keras.Model(inp, out)
+    model.compile("sgd", "mse")
+    rng = np.random.default_rng(0)
+    x, y = rng.random((32, 64, 64, 8), "float32"), rng.random((32, 2), "float32")
+    print("BUILT", flush=True)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)    # one baseline step
+    print("TRAINED", flush=True)
+"""
+
+
+def train_with_limit(mib: int) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(TRAIN_OVER_A_LIMIT), str(mib)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_a_step_over_the_limit_does_not_succeed_in_its_own_process():
+    # a step of batch 32 holds convolution outputs of 16 MiB each
+    over = train_with_limit(12)
+    assert "BUILT" in over.stdout, over.stderr[-2000:]  # the limit let the model be built
+    assert "TRAINED" not in over.stdout
+    # an uncaught ResourceExhaustedError (exit 1), or an abort (a signal)
+    assert over.returncode != 0
+    assert over.returncode < 0 or over.returncode > 1 or "ResourceExhausted" in over.stderr
+    # the control: the same step trains under a limit it fits in
+    fits = train_with_limit(512)
+    assert fits.returncode == 0 and "TRAINED" in fits.stdout, fits.stderr[-2000:]
 
 
 def test_refused_after_tensorflow_created_its_devices():
