@@ -39,13 +39,18 @@ def cnn_data(n=32, seed=0):
     return rng.random((n, 16, 16, 3), dtype=np.float32), rng.integers(0, 4, n)
 
 
-def conv_chain(size=64, channels=32, depth=3, name="convs"):
-    """Few weights, large activations: memory grows with the batch."""
-    inp = keras.Input((size, size, 8))
+def sequence_chain(length=4096, channels=32, depth=3, name="sequence"):
+    """Few weights, large activations: memory grows with the batch.
+
+    Dense layers over a sequence of ``length`` steps: each output is
+    ``length * channels`` floats per example, and no kernel of the step takes
+    scratch memory out of proportion to them.
+    """
+    inp = keras.Input((length, 8))
     h = inp
     for i in range(depth):
-        h = keras.layers.Conv2D(channels, 3, padding="same", activation="relu", name=f"c{i}")(h)
-    out = keras.layers.Dense(2, name="head")(keras.layers.GlobalAveragePooling2D(name="gap")(h))
+        h = keras.layers.Dense(channels, activation="relu", name=f"c{i}")(h)
+    out = keras.layers.Dense(2, name="head")(keras.layers.GlobalAveragePooling1D(name="gap")(h))
     model = keras.Model(inp, out, name=name)
     model.compile(keras.optimizers.SGD(0.01), "mse")
     return model
