@@ -1,4 +1,5 @@
-"""Offloaded keras.applications models train exactly like the plain ones."""
+"""Offloaded keras.applications models train exactly like the plain ones (EfficientNetB0:
+swish is a tf.custom_gradient, replayed with its own gradient function)."""
 
 import keras
 import numpy as np
@@ -17,7 +18,7 @@ def _build(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
+@pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2", "EfficientNetB0"])
 def test_five_steps_bit_identical(name):
     ref = _build(name)
     off = kswap.OffloadingModel(_build(name))
