@@ -537,6 +537,8 @@ def summarize(name: str, plain: list[dict], off: list[dict], sbs: dict | None) -
     if lp and lk and len(lp) == len(lk):
         diffs = [abs(a - b) / max(abs(a), 1e-12) for a, b in zip(lp, lk, strict=True)]
         row["loss_max_rel_diff"] = max(diffs)
+        first = next((i for i, d in enumerate(diffs) if d), None)
+        row["loss_first_diff"] = None if first is None else [first + 1, diffs[first]]
     row["losses_plain"], row["losses_kswap"] = lp, lk
     pd, kd = row["plain_device_peak_bytes"], row["kswap_device_peak_bytes"]
     row["saving"] = 1 - kd / pd if pd and kd else None
@@ -589,6 +591,7 @@ def render(rows: list[dict], args_line: str) -> str:
         "data",
         "trains with kswap",
         "loss max rel diff",
+        "first differing step: rel diff",
         "device peak MiB plain",
         "device peak MiB kswap",
         "saving",
@@ -601,7 +604,7 @@ def render(rows: list[dict], args_line: str) -> str:
         "error",
     ]
     if any(r.get("time_ratio_side_by_side") is not None for r in rows):
-        headers.insert(10, "time ratio side by side")
+        headers.insert(11, "time ratio side by side")
     lines = []
     for r in rows:
         diff = r.get("loss_max_rel_diff")
@@ -610,6 +613,7 @@ def render(rows: list[dict], args_line: str) -> str:
             r["data"],
             _trains(r),
             "" if diff is None else f"{diff:.1e}",
+            "" if not r.get("loss_first_diff") else "{}: {:.1e}".format(*r["loss_first_diff"]),
             _mib(r["plain_device_peak_bytes"]),
             _mib(r["kswap_device_peak_bytes"]),
             "" if r["saving"] is None else f"{100 * r['saving']:.1f}%",
@@ -628,7 +632,7 @@ def render(rows: list[dict], args_line: str) -> str:
         ]
         if "time ratio side by side" in headers:
             sbs = r.get("time_ratio_side_by_side")
-            cells.insert(10, "" if sbs is None else f"{sbs:.2f}")
+            cells.insert(11, "" if sbs is None else f"{sbs:.2f}")
         lines.append(cells)
     emulated = any(r.get("emulated") for r in rows)
     return f"{args_line}; {device_label(emulated)}\n\n" + table(headers, lines)
@@ -722,7 +726,11 @@ def main() -> None:
         for path in args.from_json.split(","):
             with open(path) as f:
                 saved = json.load(f)
-            rows += saved["rows"]
+            for name, runs in saved["runs"].items():
+                if runs["plain"] and runs["kswap"]:  # both configurations ran
+                    rows.append(
+                        summarize(name, runs["plain"], runs["kswap"], (runs["side"] or [None])[0])
+                    )
             lines.append(saved["args"])
         print(render(rows, "; ".join(dict.fromkeys(lines))))
         print("\nDistinct failures:\n")
