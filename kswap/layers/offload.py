@@ -112,6 +112,11 @@ class Offload(keras.layers.Wrapper):
             kwargs["training"] = training
         if not record.could_possibly_record():  # no backward will run
             return self.layer(inputs, *args, **kwargs)
+        if _float_tensors(args, kwargs):
+            # the block differentiates its first argument only: a tensor passed
+            # otherwise would get no gradient, so TensorFlow differentiates the layer
+            _warn_not_offloaded(self)
+            return self.layer(inputs, *args, **kwargs)
         if tf.executing_eagerly():
             _warn_eager()
             return _block(self, inputs, args, kwargs, graph=False)
@@ -121,6 +126,28 @@ class Offload(keras.layers.Wrapper):
         config = super().get_config()
         config["prefetch"] = self.prefetch
         return config
+
+
+def _float_tensors(args, kwargs) -> bool:
+    """Whether tensors that may carry gradients are passed besides the inputs."""
+    return any(
+        isinstance(t, (tf.Tensor, tf.Variable)) and (t.dtype.is_floating or t.dtype.is_complex)
+        for t in keras.tree.flatten((list(args), kwargs))
+    )
+
+
+def _warn_not_offloaded(wrapper: Offload) -> None:
+    if getattr(wrapper, "_warned_arguments", False):
+        return
+    wrapper._warned_arguments = True
+    wrapper.fallbacks.append("float tensors passed besides the first argument")
+    warnings.warn(
+        f"kswap does not offload layer {wrapper.layer.name!r} "
+        f"({type(wrapper.layer).__name__}): it is called with float tensors besides "
+        "its first argument, which must get gradients too. TensorFlow differentiates "
+        "it as without kswap (same gradients; its activations stay on the device).",
+        stacklevel=2,
+    )
 
 
 def _warn_eager() -> None:
