@@ -1,0 +1,186 @@
+"""Exactness as measured, beyond the test models: five training steps through ``fit``.
+
+For one model of each kind (keras.applications EfficientNetB0 and
+MobileNetV3Small, a keras-hub GPT-2 backbone, an LSTM, Keras operations
+between layers, and tanh-approximated GELU in a model whose name sorts after
+``gradient_tape``) the offloaded model is trained next to the plain one from
+the same seed: the outputs on a batch with ``training=False``, the loss of
+each step and the weights after five steps must be equal bit for bit. Where
+they are not, the deviation must stay within what TensorFlow itself makes of
+a rewrite: the plain model trained again with Grappler's remapper off
+(:mod:`tests.layers.exactness`). There is no floor: every model here trains
+deterministically on CPU (the same model trained twice gives the same bits),
+so on a model the remapper switch leaves bit-identical, any difference is
+kswap's and the test fails. On TensorFlow's CPU build without oneDNN the
+remapper's fusions here (``Conv2D`` or ``MatMul`` with ``BiasAdd``, and
+``Relu``) round like the ops they replace, so the switch changes nothing on
+any of these models. Known gaps are marked ``xfail(strict=True)`` with their
+measured deviation, so that closing one turns its test red until the mark
+goes.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from tests.layers.exactness import Deviation, deviation, train
+
+STEPS = 5
+VOCAB = 64
+
+
+def _images(n, size, classes=5):
+    rng = np.random.default_rng(0)
+    return rng.random((n, size, size, 3), dtype=np.float32), rng.integers(0, classes, n)
+
+
+def efficientnet_b0():
+    model = keras.applications.EfficientNetB0(weights=None, input_shape=(32, 32, 3), classes=5)
+    model.compile(keras.optimizers.SGD(0.01), "sparse_categorical_crossentropy")
+    return model
+
+
+def mobilenet_v3_small():
+    model = keras.applications.MobileNetV3Small(weights=None, input_shape=(32, 32, 3), classes=5)
+    model.compile(keras.optimizers.SGD(0.01), "sparse_categorical_crossentropy")
+    return model
+
+
+def gpt2():
+    keras_hub = pytest.importorskip("keras_hub")
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=VOCAB,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=16,
+    )
+    logits = keras.layers.Dense(VOCAB, name="lm_head")(backbone.output)
+    model = keras.Model(backbone.input, logits, name="gpt2_lm")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _tokens(n, length=16):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, VOCAB, (n, length)).astype("int32")
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    return x, rng.integers(0, VOCAB, (n, length))
+
+
+def lstm():
+    model = keras.Sequential(
+        [
+            keras.Input((32,), dtype="int32"),
+            keras.layers.Embedding(VOCAB, 32, name="embed"),
+            keras.layers.LSTM(64, return_sequences=True, name="lstm"),
+            keras.layers.GlobalAveragePooling1D(name="pool"),
+            keras.layers.Dense(5, activation="softmax", name="out"),
+        ],
+        name="recurrent",
+    )
+    model.compile("adam", "sparse_categorical_crossentropy")
+    return model
+
+
+def _sequences(n):
+    rng = np.random.default_rng(0)
+    return rng.integers(0, VOCAB, (n, 32)).astype("int32"), rng.integers(0, 5, n)
+
+
+def keras_ops():
+    """Keras operations between layers: hard swish and a gate written as arithmetic."""
+    inp = keras.Input((16, 16, 3))
+    h = keras.layers.Conv2D(16, 3, padding="same", name="c1")(inp)
+    h = h * keras.layers.ReLU(6.0, name="relu6")(h + 3.0) * (1.0 / 6.0)
+    h = keras.layers.DepthwiseConv2D(3, padding="same", name="dw")(h)
+    gate = keras.layers.GlobalAveragePooling2D(keepdims=True, name="squeeze")(h)
+    gate = keras.layers.Conv2D(16, 1, activation="sigmoid", name="excite")(gate)
+    h = keras.ops.tanh(h * gate) - 0.5 * h
+    h = keras.layers.Conv2D(8, 1, name="c2")(h)
+    h = keras.layers.GlobalAveragePooling2D(name="pool")(h)
+    out = keras.layers.Dense(5, name="out")(h / 4.0 + 1.0)
+    model = keras.Model(inp, out, name="keras_ops")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def gelu_late_name():
+    """Tanh-approximated GELU (``x ** 3``) in a model whose scope sorts after ``gradient_tape``."""
+    inp = keras.Input((32,))
+    h = keras.layers.Dense(256, activation=_gelu_tanh, name="d1")(inp)
+    out = keras.layers.Dense(5, name="out")(h)
+    model = keras.Model(inp, out, name="zeta")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _gelu_tanh(x):
+    return keras.activations.gelu(x, approximate=True)
+
+
+def _vectors(n):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 32), dtype=np.float32), rng.integers(0, 5, n)
+
+
+#: name -> (builder, data, batch size)
+MODELS = {
+    "efficientnet_b0": (efficientnet_b0, lambda n: _images(n, 32), 4),
+    "mobilenet_v3_small": (mobilenet_v3_small, lambda n: _images(n, 32), 4),
+    "gpt2": (gpt2, _tokens, 4),
+    "lstm": (lstm, _sequences, 4),
+    "keras_ops": (keras_ops, lambda n: _images(n, 16), 4),
+    "gelu_late_name": (gelu_late_name, _vectors, 32),
+}
+
+#: Measured gaps (name -> reason), each a strict xfail. On each the remapper switch changes
+#: nothing (every deviation 0), so the bound is zero.
+GAPS: dict[str, str] = {
+    "mobilenet_v3_small": (
+        "losses 2.7e-2, weights 2.2e-2 apart after 5 SGD steps (first step equal): Grappler "
+        "reassociates hard swish's gradient (dy * x) / 6 by the names of its inputs, and kswap's "
+        "upstream gradient is an Identity_N at the root; order_backward's control edges also "
+        "stop the ArithmeticOptimizer's rewrite"
+    ),
+    "gpt2": (
+        "weights 2.6e-8 apart after 5 Adam steps (losses equal): the host copy of gelu's x ** 3, "
+        "which Mul's gradient entry reads for nothing, gives it a second reader, and Grappler no "
+        "longer reassociates 0.044715 * (x * x ** 2) in the forward"
+    ),
+    "gelu_late_name": (
+        "weights 6.6e-9 apart after 5 Adam steps (losses equal): the tape's backward shares "
+        "x ** 2 with the forward (Grappler merges the two), kswap's reads its copy; the merged "
+        "node's name changes the order Grappler reassociates the forward's product in"
+    ),
+}
+
+
+#: Models whose three trainings take seconds each (tracing their training step).
+SLOW = {"efficientnet_b0", "mobilenet_v3_small", "gpt2"}
+
+
+def _params():
+    for name in MODELS:
+        marks = [pytest.mark.xfail(strict=True, reason=GAPS[name])] if name in GAPS else []
+        marks += [pytest.mark.slow] if name in SLOW else []
+        yield pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.filterwarnings("ignore:kswap cannot replay:UserWarning")
+@pytest.mark.parametrize("name", list(_params()))
+def test_offloaded_training_within_what_the_remapper_changes(name):
+    build, make_data, batch = MODELS[name]
+    x, y = make_data(batch * STEPS)
+    plain = train(build, x, y, batch)
+    off = train(build, x, y, batch, offload=True)
+    assert len(off.losses) == len(plain.losses) == STEPS
+    found = deviation(off, plain)
+    if found.within(Deviation(0.0, 0.0, 0.0, 0.0)):
+        return  # bit-identical
+    bound = deviation(train(build, x, y, batch, remapping=False), plain)
+    assert found.within(bound), (
+        f"{name}: kswap deviates from the plain model by [{found}]; "
+        f"switching the remapper off deviates by [{bound}]"
+    )
