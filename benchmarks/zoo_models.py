@@ -197,25 +197,27 @@ def _next_token(backbone) -> keras.Model:
 
 
 _TEXT = dict(vocabulary_size=VOCAB, num_layers=2, hidden_dim=64, intermediate_dim=128)
+#: The text backbones' config where they take ``num_heads``.
+_TEXT_HEADS = dict(_TEXT, num_heads=2, max_sequence_length=64)
 
 _HUB: dict[str, tuple[str, str, dict, str]] = {
     # name: (class, head, config, what)
     "hub_bert": (
         "BertBackbone",
         "classifier",
-        dict(_TEXT, num_heads=2, max_sequence_length=64),
+        _TEXT_HEADS,
         "text encoder",
     ),
     "hub_distilbert": (
         "DistilBertBackbone",
         "classifier",
-        dict(_TEXT, num_heads=2, max_sequence_length=64),
+        _TEXT_HEADS,
         "text encoder",
     ),
     "hub_roberta": (
         "RobertaBackbone",
         "classifier",
-        dict(_TEXT, num_heads=2, max_sequence_length=64),
+        _TEXT_HEADS,
         "text encoder",
     ),
     "hub_albert": (
@@ -239,13 +241,13 @@ _HUB: dict[str, tuple[str, str, dict, str]] = {
     "hub_gpt2": (
         "GPT2Backbone",
         "next_token",
-        dict(_TEXT, num_heads=2, max_sequence_length=64),
+        _TEXT_HEADS,
         "text decoder",
     ),
     "hub_opt": (
         "OPTBackbone",
         "next_token",
-        dict(_TEXT, num_heads=2, max_sequence_length=64),
+        _TEXT_HEADS,
         "text decoder",
     ),
     "hub_llama": (
