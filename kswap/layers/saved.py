@@ -137,6 +137,10 @@ def reads(
     """
     if op_type == "Mul" and 1 in skipped and 1 in scalars:
         return (1,), ()
+    if op_type == "Mul" and 0 in skipped and 0 in scalars:
+        return (0,), ()  # ``c * x``: the gradient of x is ``c * grad``; none is made for c
+    if op_type == "Pow" and 1 in skipped:
+        return (0, 1), ()  # ``x ** c``: ``grad * c * x ** (c - 1)``, the output is not read
     entry = GRADIENT_READS.get(op_type)
     if entry is None:
         return tuple(range(num_inputs)), tuple(range(num_outputs))

@@ -35,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import threading
 import weakref
 
@@ -204,8 +203,20 @@ class GraphState:
 def _held(g):
     """``g`` made anew under the current control dependencies (None stays None)."""
     if isinstance(g, tf.IndexedSlices):
-        return tf.IndexedSlices(tf.identity(g.values), tf.identity(g.indices), g.dense_shape)
-    return tf.identity(g) if isinstance(g, tf.Tensor) else g
+        values, indices = _named_identity(g.values), _named_identity(g.indices)
+        return tf.IndexedSlices(values, indices, g.dense_shape)
+    return _named_identity(g) if isinstance(g, tf.Tensor) else g
+
+
+def _named_identity(t: tf.Tensor) -> tf.Tensor:
+    """``tf.identity(t)`` named ``<t's op>/Identity``.
+
+    Grappler sorts the inputs of commutative ops by name before it reassociates
+    products (``(dy * x) * c`` becomes ``(c * first) * second``, by name); a name
+    next to the original's keeps the tape's order, and its rounding.
+    """
+    with tf.compat.v1.get_default_graph().name_scope(t.op.name + "/"):
+        return tf.identity(t)
 
 
 def dense_parts(grads) -> list[tf.Tensor]:
@@ -300,7 +311,46 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     best, peak = order.min_peak_order(nodes, external, kept)
     if peak >= order.peak_of(range(len(nodes)), nodes, external, kept):
         return False
-    for a, b in itertools.pairwise(best):
-        if chosen[b].type not in _NO_CONTROL_INPUTS:
-            chosen[b]._add_control_input(chosen[a])
+    last = None
+    for i in best:
+        op = chosen[i]
+        if _reassociable(op):  # no control edge in or out (see _reassociable)
+            continue
+        if last is not None and op.type not in _NO_CONTROL_INPUTS:
+            op._add_control_input(last)
+        last = op
     return True
+
+
+# Grappler reassociates a product or sum with a constant (``(dy * x) / 6`` into
+# ``(x / 6) * dy`` or ``(dy / 6) * x``, ConstantFolding then ArithmeticOptimizer)
+# only where no node of it has a control input or output; with one, it is rounded
+# differently from the tape's.
+_ASSOCIATIVE = {
+    "Mul": "mul", "RealDiv": "mul", "Div": "mul",
+    "Add": "add", "AddV2": "add", "Sub": "add",
+}  # fmt: skip
+
+
+def _with_constant(op: tf.Operation) -> bool:
+    return op.type in _ASSOCIATIVE and any(t.op.type == "Const" for t in op.inputs)
+
+
+def _reassociable(op: tf.Operation) -> bool:
+    """Whether ``op`` is in a product or sum with a constant that Grappler may reassociate.
+
+    That is ``c * child`` with ``child`` an op of the same kind, or that child.
+    Consumers are counted before Grappler prunes the gradients nobody needs
+    (TensorFlow's ``RealDiv`` gradient makes both), so more are taken than
+    Grappler will reassociate.
+    """
+    kind = _ASSOCIATIVE.get(op.type)
+    if kind is None:
+        return False
+    if _with_constant(op) and any(_ASSOCIATIVE.get(t.op.type) == kind for t in op.inputs):
+        return True
+    return any(
+        _ASSOCIATIVE.get(c.type) == kind and _with_constant(c)
+        for t in op.outputs
+        for c in t.consumers()
+    )

@@ -138,17 +138,6 @@ MODELS = {
 #: Measured gaps (name -> reason), each a strict xfail. On each the remapper switch changes
 #: nothing (every deviation 0), so the bound is zero.
 GAPS: dict[str, str] = {
-    "mobilenet_v3_small": (
-        "losses 2.7e-2, weights 2.2e-2 apart after 5 SGD steps (first step equal): Grappler "
-        "reassociates hard swish's gradient (dy * x) / 6 by the names of its inputs, and kswap's "
-        "upstream gradient is an Identity_N at the root; order_backward's control edges also "
-        "stop the ArithmeticOptimizer's rewrite"
-    ),
-    "gpt2": (
-        "weights 2.6e-8 apart after 5 Adam steps (losses equal): the host copy of gelu's x ** 3, "
-        "which Mul's gradient entry reads for nothing, gives it a second reader, and Grappler no "
-        "longer reassociates 0.044715 * (x * x ** 2) in the forward"
-    ),
     "gelu_late_name": (
         "weights 6.6e-9 apart after 5 Adam steps (losses equal): the tape's backward shares "
         "x ** 2 with the forward (Grappler merges the two), kswap's reads its copy; the merged "
