@@ -7,7 +7,10 @@
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``,
 ``all+host`` ``optimizer_state="host"``; a suffix ``-unordered`` leaves the
-order of each block's backward ops to TensorFlow's executor),
+order of each block's backward ops to TensorFlow's executor, and ``/static``
+feeds a ``tf.data`` dataset batched with ``drop_remainder=True``, so the step
+is traced with the batch size known, where arrays give ``fit``'s unknown
+batch dimension),
 ``remat`` (the model built inside ``keras.RematScope(mode="full")``) and
 ``remat-activations`` (``mode="activations"``). A configuration that cannot
 train is reported with its error. Each is measured by ``kswap.measure``
@@ -50,6 +53,7 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
     import kswap
     from kswap.modelspec import build_model
 
+    variant = variant.removesuffix("/static")
     spec = f"keras.applications.{name}"
     shape = tuple(int(s) for s in input_shape.split(","))
     kwargs = MODELS.get(name, {})
@@ -79,8 +83,14 @@ def worker(args) -> None:
 
     model = build_variant(args.model, args.variant, args.input, args.optimizer)
     x, y = synthetic_data(model, 2 * args.batch)
+    batch = args.batch
+    if args.variant.endswith("/static"):  # the batch size known when fit traces the step
+        import tensorflow as tf
+
+        x = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True)
+        y = batch = None
     try:
-        m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)
+        m = kswap.measure(model, x, y, steps=args.steps, batch_size=batch)
     except Exception as e:  # report a configuration that cannot train, and go on
         lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in str(e).splitlines()]
         reason = next((ln for ln in lines if ln and not ln.startswith("Exception")), "")

@@ -33,12 +33,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 from tensorflow.python.eager import backprop_util
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import handle_data_util
+
+from kswap.layers import fetch as fetch_lib
 
 __all__ = ["CALL_OPS", "CallPlan", "replayable_call", "prepare_call", "call_gradient"]
 
@@ -107,7 +109,7 @@ def prepare_call(op: tf.Operation) -> CallPlan:
 def call_gradient(
     op,
     plan: CallPlan,
-    fetch: Callable[[tf.Tensor, bool], tf.Tensor],
+    fetch: fetch_lib.Fetch,
     out_grads: Sequence,
 ) -> list:
     """Input gradients of a prepared call op, from the tensors ``fetch`` supplies.
@@ -133,7 +135,7 @@ def call_gradient(
             elif g is not None:
                 cleaned.append(g)
             else:
-                cleaned.append(tf.zeros_like(fetch(op.outputs[i], False)))
+                cleaned.append(fetch_lib.zeros(op.outputs[i], fetch))
     if not plan.backward.outputs:
         return [None] * len(op.inputs)
     external = iter(plan._external)

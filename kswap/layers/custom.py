@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
+from kswap.layers import fetch as fetch_lib
+
 __all__ = ["CustomGradient", "custom_gradient_of", "call_custom_gradient"]
 
 
@@ -107,7 +109,7 @@ def custom_gradient_of(op: tf.Operation) -> CustomGradient | None:
 def call_custom_gradient(
     op,
     spec: CustomGradient,
-    fetch: Callable[[tf.Tensor, bool], tf.Tensor],
+    fetch: fetch_lib.Fetch,
     out_grads: Sequence,
 ) -> list:
     """Calls the custom gradient with its closure's tensors replaced by ``fetch``'s.
@@ -126,9 +128,7 @@ def call_custom_gradient(
     grads = list(out_grads)
     for i in range(spec.results):
         if grads[i] is None:
-            t = op.outputs[i]
-            shape = t.shape if t.shape.is_fully_defined() else tf.shape(fetch(t, False))
-            grads[i] = tf.zeros(shape, t.dtype)
+            grads[i] = fetch_lib.zeros(op.outputs[i], fetch)
     saved = []
     for cell, index, tensor in spec._cells:
         saved.append((cell, cell.cell_contents))

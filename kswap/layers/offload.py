@@ -112,9 +112,9 @@ class Offload(keras.layers.Wrapper):
             kwargs["training"] = training
         if not record.could_possibly_record():  # no backward will run
             return self.layer(inputs, *args, **kwargs)
-        if _float_tensors(args, kwargs):
-            # the block differentiates its first argument only: a tensor passed
-            # otherwise would get no gradient, so TensorFlow differentiates the layer
+        if _hidden_float_values(args, kwargs):
+            # composite values (ragged, sparse) cannot be block inputs, and a
+            # closed-over float value would get no gradient: TensorFlow differentiates it
             _warn_not_offloaded(self)
             return self.layer(inputs, *args, **kwargs)
         if tf.executing_eagerly():
@@ -128,24 +128,33 @@ class Offload(keras.layers.Wrapper):
         return config
 
 
-def _float_tensors(args, kwargs) -> bool:
-    """Whether tensors that may carry gradients are passed besides the inputs."""
-    return any(
-        isinstance(t, (tf.Tensor, tf.Variable)) and (t.dtype.is_floating or t.dtype.is_complex)
-        for t in keras.tree.flatten((list(args), kwargs))
-    )
+def _hidden_float_values(args, kwargs) -> bool:
+    """Whether composite float values (ragged, sparse) are passed besides the inputs.
+
+    Tensors passed any way are block inputs (:func:`_call_arguments`) and get
+    their gradients; composite values are not, and would get none.
+    """
+    for t in keras.tree.flatten((list(args), kwargs)):
+        if isinstance(t, tf.__internal__.CompositeTensor) and not isinstance(
+            t, (tf.Variable, keras.Variable)
+        ):
+            dtype = getattr(t, "dtype", None)
+            if dtype is not None and (dtype.is_floating or dtype.is_complex):
+                return True
+    return False
 
 
 def _warn_not_offloaded(wrapper: Offload) -> None:
     if getattr(wrapper, "_warned_arguments", False):
         return
     wrapper._warned_arguments = True
-    wrapper.fallbacks.append("float tensors passed besides the first argument")
+    wrapper.fallbacks.append("composite float values (ragged or sparse) passed besides the inputs")
     warnings.warn(
         f"kswap does not offload layer {wrapper.layer.name!r} "
-        f"({type(wrapper.layer).__name__}): it is called with float tensors besides "
-        "its first argument, which must get gradients too. TensorFlow differentiates "
-        "it as without kswap (same gradients; its activations stay on the device).",
+        f"({type(wrapper.layer).__name__}): it is called with ragged or sparse float "
+        "values besides its first argument, which must get gradients too. TensorFlow "
+        "differentiates it as without kswap (same gradients; its activations stay on "
+        "the device).",
         stacklevel=2,
     )
 
@@ -163,19 +172,47 @@ def _warn_eager() -> None:
         )
 
 
-def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
-    flat = list(keras.tree.flatten(inputs))
-    is_tensor = [isinstance(t, (tf.Tensor, tf.Variable)) or hasattr(t, "dtype") for t in flat]
+def _call_arguments(inputs, args, kwargs):
+    """The tensors of a call, and how to call the layer with others in their place.
+
+    Every tensor the layer is called with is a block input, wherever it is
+    passed (``MultiHeadAttention()(q, v)``, DeBERTa's ``rel_embeddings=``),
+    so each gets its gradient. In the first argument anything with a dtype
+    (numpy arrays) is converted, as Keras does; elsewhere only tensors are, so
+    that Python and numpy values stay what the layer expects.
+
+    Returns:
+        ``(tensors, call)``: ``call(ts)`` calls the layer with ``ts`` in the
+        place of ``tensors``.
+    """
+    structure = (inputs, list(args), dict(kwargs))
+    flat = list(keras.tree.flatten(structure))
+    first = len(keras.tree.flatten(inputs))
+    is_tensor = [
+        isinstance(t, tf.Tensor)
+        or (i < first and (isinstance(t, tf.Variable) or hasattr(t, "dtype")))
+        for i, t in enumerate(flat)
+    ]
     tensors = [tf.convert_to_tensor(t) for t, ok in zip(flat, is_tensor, strict=True) if ok]
-    state = graph_state() if graph else None
-    index = state.register_block() if graph else -1
-    lstate = recompute.layer_state(wrapper.layer)
 
     def rebuild(ts):
         it = iter(ts)
         return keras.tree.pack_sequence_as(
-            inputs, [next(it) if ok else t for t, ok in zip(flat, is_tensor, strict=True)]
+            structure, [next(it) if ok else t for t, ok in zip(flat, is_tensor, strict=True)]
         )
+
+    return tensors, rebuild
+
+
+def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
+    tensors, rebuild = _call_arguments(inputs, args, kwargs)
+    state = graph_state() if graph else None
+    index = state.register_block() if graph else -1
+    lstate = recompute.layer_state(wrapper.layer)
+
+    def call(ts):
+        inputs_, args_, kwargs_ = rebuild(ts)
+        return wrapper.layer(inputs_, *args_, **kwargs_)
 
     structure = {}
 
@@ -184,11 +221,9 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
         seeds_before = lstate.seed_values()
         if graph:
             with record.VariableWatcher() as watcher:
-                outputs, ops, scopes = replay.record_ops(
-                    lambda: wrapper.layer(rebuild(xs), *args, **kwargs)
-                )
+                outputs, ops, scopes = replay.record_ops(lambda: call(xs))
         else:
-            outputs, ops, scopes = wrapper.layer(rebuild(xs), *args, **kwargs), [], {}
+            outputs, ops, scopes = call(xs), [], {}
         structure["outputs"] = outputs
         flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
         plan = replay.plan_replay(ops, xs, flat_out, watcher.watched_variables()) if graph else None
@@ -198,7 +233,7 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
         else:
             if plan is not None:
                 _fall_back(wrapper, plan.reason)
-            grad = _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before)
+            grad = _recompute_grad(wrapper, state, index, xs, call, seeds_before)
         return flat_out, grad
 
     out = keras.tree.flatten(block(*tensors))
@@ -304,7 +339,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
                 state.kept_on_device.append((wrapper.name, t.name))
             return t
 
-        reads = _variable_reads(graph, plan.ops, variables or [])
+        reads = replay.variable_reads(plan.ops, variables or [])
         start = len(graph.get_operations())
         source_grads, var_grads = replay.replay_gradients(
             plan.ops,
@@ -342,27 +377,7 @@ def _gradients(xs, source_grads, var_grads, variables):
     return source_grads
 
 
-def _variable_reads(graph, ops, variables) -> list[list[tf.Tensor]]:
-    """Per variable, the tensors whose gradients are its gradient.
-
-    Its ``ReadVariableOp`` outputs, and its handle where a called
-    ``tf.function`` takes it (that function's backward returns the gradient
-    for the handle).
-    """
-    internal = {id(ext): intl for ext, intl in graph.captures}
-    out = []
-    for v in variables:
-        handle = internal.get(id(v.handle), v.handle)
-        reads = [
-            op.outputs[0] for op in ops if op.type == "ReadVariableOp" and op.inputs[0] is handle
-        ]
-        if any(calls_lib.replayable_call(op) and any(t is handle for t in op.inputs) for op in ops):
-            reads.append(handle)
-        out.append(reads)
-    return out
-
-
-def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_before):
+def _recompute_grad(wrapper, state, index, xs, call, seeds_before):
     offloaded = [_worth_offloading(x) for x in xs]
     if state is not None:  # graph: through the shared state (one copy per tensor)
         for x, off in zip(xs, offloaded, strict=True):
@@ -384,7 +399,6 @@ def _recompute_grad(wrapper, state, index, xs, rebuild, args, kwargs, seeds_befo
                 transfer.to_device(h, x.device or None) if off else x
                 for h, x, off in zip(hosts, xs, offloaded, strict=True)
             ]
-        call = lambda ts: wrapper.layer(rebuild(ts), *args, **kwargs)  # noqa: E731
         source_grads, var_grads = recompute.rerun_gradients(
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )

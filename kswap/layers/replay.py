@@ -35,6 +35,7 @@ from tensorflow.python.framework import ops as tf_ops
 
 from kswap.layers import calls as calls_lib
 from kswap.layers import custom as custom_lib
+from kswap.layers import fetch as fetch_lib
 
 __all__ = [
     "record_ops",
@@ -42,6 +43,7 @@ __all__ = [
     "plan_replay",
     "replay_gradients",
     "ValueReads",
+    "variable_reads",
     "CONTROL_FLOW_OPS",
 ]
 
@@ -233,32 +235,42 @@ def _reads_resource(op: tf.Operation) -> bool:
     return op.type not in _VARIABLE_OPS and any(t.dtype == tf.resource for t in op.inputs)
 
 
-def unread_variables(ops: Sequence[tf.Operation], variables: Sequence) -> list[str]:
-    """Names of the trainable ``variables`` none of ``ops`` reads in a way replay sees.
+def variable_reads(ops: Sequence[tf.Operation], variables: Sequence) -> list[list[tf.Tensor]]:
+    """Per variable, the tensors of ``ops`` whose gradients are its gradient.
 
-    Seen: a ``ReadVariableOp``, or a replayable ``tf.function`` call that takes
-    the variable's handle.
+    Its ``ReadVariableOp`` outputs, and its handle where a replayable called
+    ``tf.function`` takes it (that function's backward returns the gradient
+    for the handle). Variables are matched through the current graph's
+    captures, as a ``tf.function`` sees the handles of outside variables.
     """
-    if not variables:
-        return []
     graph = tf.compat.v1.get_default_graph()
     internal = {id(ext): intl for ext, intl in getattr(graph, "captures", ())}
-    read = {op.inputs[0].ref() for op in ops if op.type == "ReadVariableOp"}
-    read |= {  # a called tf.function's backward returns its variables' gradients
-        t.ref()
-        for op in ops
-        if calls_lib.replayable_call(op)
-        for t in op.inputs
-        if t.dtype == tf.resource
-    }
-    unread = []
+    reads: dict = {}
+    for op in ops:
+        if op.type == "ReadVariableOp":
+            reads.setdefault(op.inputs[0].ref(), []).append(op.outputs[0])
+    for op in ops:
+        if calls_lib.replayable_call(op):
+            for t in (t for t in op.inputs if t.dtype == tf.resource):
+                found = reads.setdefault(t.ref(), [])
+                if not any(r is t for r in found):
+                    found.append(t)
+    out = []
     for v in variables:
-        if not getattr(v, "trainable", True):
-            continue
         handle = internal.get(id(v.handle), v.handle)
-        if handle.ref() not in read:
-            unread.append(v.name.split(":")[0])
-    return unread
+        out.append(list(reads.get(handle.ref(), [])))
+    return out
+
+
+def unread_variables(ops: Sequence[tf.Operation], variables: Sequence) -> list[str]:
+    """Names of the trainable ``variables`` none of ``ops`` reads in a way replay sees
+    (see :func:`variable_reads`)."""
+    trainable = [v for v in variables if getattr(v, "trainable", True)]
+    return [
+        v.name.split(":")[0]
+        for v, reads in zip(trainable, variable_reads(ops, trainable), strict=True)
+        if not reads
+    ]
 
 
 def _differentiable(t: tf.Tensor) -> bool:
@@ -317,13 +329,6 @@ class _ReplayOp:
 _SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
-def _zeros(t: tf.Tensor, fetch) -> tf.Tensor:
-    """Zeros shaped like ``t`` (the gradient of an output nothing reads)."""
-    if t.shape.is_fully_defined():
-        return tf.zeros(t.shape, t.dtype)
-    return tf.zeros(tf.shape(fetch(t, False)), t.dtype)
-
-
 def _aggregate(grads: list):
     """Sums gradients as TensorFlow's tape does (``AddN`` in arrival order)."""
     if not grads:
@@ -375,7 +380,7 @@ def replay_gradients(
     sources: Sequence[tf.Tensor],
     outputs: Sequence[tf.Tensor],
     upstream: Sequence[tf.Tensor | None],
-    fetch: Callable[[tf.Tensor, bool], tf.Tensor],
+    fetch: fetch_lib.Fetch,
     variable_reads: Sequence[Sequence[tf.Tensor]] = (),
     scopes: Mapping[str, str] | None = None,
     value_reads: ValueReads | None = None,
@@ -468,7 +473,7 @@ def replay_gradients(
                     in_grads = custom_lib.call_custom_gradient(op, spec, fetch, out_grads)
             else:
                 out_grads = [
-                    g if g is not None else _zeros(t, fetch) if _differentiable(t) else None
+                    g if g is not None or not _differentiable(t) else fetch_lib.zeros(t, fetch)
                     for g, t in zip(out_grads, op.outputs, strict=True)
                 ]
                 result, view = _call_gradient(fn, op, fetch, values, skipped, out_grads, scope)

@@ -98,6 +98,18 @@ def _keyword_tensor():
     return keras.Model(inp, keras.layers.Dense(2, name="out")(h))
 
 
+def _attention():
+    # a second positional tensor (the value) and a boolean mask by keyword
+    inp = keras.Input((6, 4))
+    q = keras.layers.Dense(8, name="q")(inp)
+    v = keras.layers.Dense(8, name="v")(inp)
+    mask = keras.ops.greater(inp[:, :, :1], 0.3)
+    mask = keras.ops.logical_and(mask, keras.ops.transpose(mask, (0, 2, 1)))
+    h = keras.layers.MultiHeadAttention(2, 4, name="mha")(q, v, attention_mask=mask)
+    h = keras.layers.Flatten(name="flat")(h)
+    return keras.Model(inp, keras.layers.Dense(2, name="out")(h))
+
+
 CASES = {
     "lstm": _tokens(lambda: keras.layers.LSTM(8, name="rnn")),
     "gru": _tokens(lambda: keras.layers.GRU(8, name="rnn")),
@@ -109,6 +121,7 @@ CASES = {
     "time_distributed": _time_distributed,
     "direct_gather": _direct_gather,
     "keyword_tensor": _keyword_tensor,
+    "attention": _attention,
 }
 
 #: Cases whose layers kswap cannot replay, and so recomputes (with a warning).
@@ -119,7 +132,6 @@ FALLS_BACK = {
     "bidirectional": {"rnn"},
     "time_distributed": {"convlstm"},
     "direct_gather": {"gather"},
-    "keyword_tensor": {"add_other"},
 }
 
 
