@@ -108,15 +108,8 @@ def _profile(args) -> int:
     print(f"host peak        {_mib(m.host_peak_bytes)}")
     print(f"step time        {m.step_seconds * 1000:,.1f} ms  (median of {m.steps}, unprofiled)")
     print()
-    print(f"bytes alive at the device peak, by layer (top {args.top}):")
-    rows = list(trace.by_layer("device").items())
-    width = max([len(k) for k, _ in rows[: args.top]] + [5])
-    for name, size in rows[: args.top]:
-        share = 100.0 * size / max(m.device_peak_bytes, 1)
-        print(f"  {name:<{width}}  {_mib(size):>14}  {share:5.1f}%")
-    if len(rows) > args.top:
-        rest = sum(s for _, s in rows[args.top :])
-        print(f"  {'(' + str(len(rows) - args.top) + ' more)':<{width}}  {_mib(rest):>14}")
+    print(f"bytes alive at the device peak, by layer and phase, MiB (top {args.top}):")
+    _layer_table(trace.by_layer_phase("device"), m.device_peak_bytes, args.top)
     if args.logdir:
         print(f"\nraw trace: tensorboard --logdir {args.logdir}  (Profile > memory_profile)")
     if args.save:
@@ -126,6 +119,38 @@ def _profile(args) -> int:
         print()
         _pack_report(trace, _ALGORITHMS, args.plot)
     return 0
+
+
+_PHASE_COLUMNS = ("forward", "backward", "transfer")
+
+
+def _layer_table(rows: dict, peak: int, top: int) -> None:
+    """Prints bytes per layer and phase: total, share of the peak, phases, the rest.
+
+    ``other`` is the rest: weights and optimizer state in use before the step
+    (resident), the optimizer's update, and buffers of no known op.
+    """
+    items = list(rows.items())
+    width = max([len(k) for k, _ in items[:top]] + [5])
+    head = "".join(f"{c:>10}" for c in (*_PHASE_COLUMNS, "other"))
+    print(f"  {'layer':<{width}}  {'total':>9}  {'share':>6}{head}")
+
+    def line(name: str, phases: dict) -> str:
+        total = sum(phases.values())
+        cells = [phases.get(c, 0) for c in _PHASE_COLUMNS]
+        cells.append(total - sum(cells))
+        share = 100.0 * total / max(peak, 1)
+        parts = "".join(f"{c / _MIB:>10,.1f}" for c in cells)
+        return f"  {name:<{width}}  {total / _MIB:>9,.1f}  {share:5.1f}%{parts}"
+
+    for name, phases in items[:top]:
+        print(line(name, phases))
+    if len(items) > top:
+        rest: dict[str, int] = {}
+        for _, phases in items[top:]:
+            for p, size in phases.items():
+                rest[p] = rest.get(p, 0) + size
+        print(line(f"({len(items) - top} more)", rest))
 
 
 def _pack_report(trace, algorithms, plot) -> None:

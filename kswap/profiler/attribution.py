@@ -20,18 +20,35 @@ Example:
     'conv1_conv'
     >>> layer_of("adam/Mul_3") is None
     True
+    >>> phase_of = phase_resolver(tree, transfer_scopes=("kswap_host_tier",))
+    >>> phase_of("gradient_tape/resnet50_1/conv1_conv_1/Conv2D")
+    'backward'
+    >>> phase_of("resnet50_1/conv1_conv_1/kswap_host_tier/DeepCopy")
+    'transfer'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-__all__ = ["LayerTree", "resolver", "layer_tree", "step_op_name"]
+from kswap.trace.build import in_scope
+
+__all__ = [
+    "LayerTree",
+    "copies_one_tensor",
+    "layer_from_inputs",
+    "layer_tree",
+    "phase_resolver",
+    "resolver",
+    "step_op_name",
+]
 
 _SUFFIX = re.compile(r"_\d+$")
 _PREFIXES = ("gradient_tape",)
+# the tape's zeros for an output that gets no gradient
+_ZEROS_LIKE = re.compile(r"(^|/)zeros_like(_\d+)?$")
 # The call of the step function in fit's training function: at the start of the
 # name, alone or inside the while loop (and its conditionals) of several steps.
 _FIT_CALL = re.compile(
@@ -84,9 +101,15 @@ def resolver(tree: LayerTree) -> Callable[[str], str | None]:
         parts = step_op_name(op).split("/")
         while parts and parts[0] in _PREFIXES:
             parts = parts[1:]
+        node, path = tree, []
         if parts and _matches(tree.name, parts[0]):
             parts = parts[1:]
-        node, path = tree, []
+        elif len(parts) > 1 and tree.child(parts[0]) is None:
+            # a nested model's layer called outside the model (recomputed in backward)
+            found = _descendant(tree, parts[0])
+            if found is not None:
+                node, path = found
+                parts = parts[1:]
         for scope in parts[:-1]:  # the last component is the op itself
             nxt = node.child(scope)
             if nxt is None:
@@ -97,6 +120,134 @@ def resolver(tree: LayerTree) -> Callable[[str], str | None]:
         return cache[op]
 
     return layer_of
+
+
+def _descendant(tree: LayerTree, scope: str) -> tuple[LayerTree, list[str]] | None:
+    """The one layer at any depth that scope component ``scope`` names, and its path."""
+    exact, loose = [], []
+
+    def walk(node: LayerTree, path: list[str]) -> None:
+        for c in node.layers:
+            here = [*path, c.name]
+            if c.name == scope:
+                exact.append((c, here))
+            elif _SUFFIX.sub("", scope) == c.name:
+                loose.append((c, here))
+            walk(c, here)
+
+    walk(tree, [])
+    for matches in (exact, loose):
+        if matches:
+            return matches[0] if len(matches) == 1 else None
+    return None
+
+
+def phase_resolver(
+    tree: LayerTree, transfer_scopes: Iterable[str] = (), update_scopes: Iterable[str] = ()
+) -> Callable[[str], str]:
+    """Returns ``op name -> phase``: ``"forward"``, ``"backward"``, ``"transfer"`` or ``"update"``.
+
+    Args:
+        tree: The model's layers.
+        transfer_scopes: Name scopes of the ops that copy tensors between the
+            tiers (kswap's host copies and swap-ins), anywhere in the name.
+        update_scopes: Name scopes, at the start of the name, of the
+            optimizer's update (the optimizer's name).
+
+    Ops under ``gradient_tape/`` are backward, and so are the zeros the tape
+    makes at the root (``zeros_like_3``) for outputs that get no gradient.
+    So are ops of a layer that run outside the model's own scope
+    (``lstm_1/while`` in a model whose forward runs under ``model_1/``):
+    only a recomputation in backward calls a layer there. Everything else is
+    forward: the layers, the loss, the input pipeline.
+
+    Example:
+        >>> tree = LayerTree("m", (LayerTree("lstm"),))
+        >>> phase_of = phase_resolver(tree, ("kswap_device_tier",), ("adam",))
+        >>> [phase_of(op) for op in ("m_1/lstm_1/while", "lstm_1/while", "zeros_like_2",
+        ...     "kswap_device_tier/DeepCopy", "adam/Mul", "compile_loss/Sum")]
+        ['forward', 'backward', 'backward', 'transfer', 'update', 'forward']
+    """
+    transfers = tuple(transfer_scopes)
+    updates = tuple(update_scopes)
+
+    def phase_of(op: str) -> str:
+        name = step_op_name(op)
+        if any(name.startswith(scope + "/") for scope in updates):
+            return "update"
+        if any(in_scope(name, scope) for scope in transfers):
+            return "transfer"
+        parts = name.split("/")
+        if parts[0] in _PREFIXES or (len(parts) == 1 and _ZEROS_LIKE.search(name)):
+            return "backward"  # the tape's own ops (its zeros) are at the root
+        if len(parts) > 1 and not _matches(tree.name, parts[0]):
+            if tree.child(parts[0]) is not None or _descendant(tree, parts[0]) is not None:
+                return "backward"
+        return "forward"
+
+    return phase_of
+
+
+def copies_one_tensor(op: str, transfer_scopes: Iterable[str] = ()) -> bool:
+    """Whether ``op`` copies or mirrors one tensor: kswap's transfers, the tape's zeros.
+
+    Such an op belongs to the layer of the tensor it copies; when its name
+    has no layer, :func:`layer_from_inputs` finds it.
+    """
+    name = step_op_name(op)
+    return bool(_ZEROS_LIKE.search(name)) or any(in_scope(name, s) for s in transfer_scopes)
+
+
+def layer_from_inputs(
+    op: str,
+    graphs: Sequence[Mapping[str, Sequence[str]]],
+    layer_of: Callable[[str], str | None],
+    depth: int = 4,
+) -> str | None:
+    """The one layer whose tensors ``op`` reads, in every graph that holds ``op``.
+
+    Args:
+        op: An op name (in the step's graph).
+        graphs: Per graph (traces of the same step), each op name's data
+            inputs (op names, not control inputs).
+        layer_of: Op name -> layer, or None.
+        depth: How many ops of no layer to look through (a swap-in of a
+            copy...).
+
+    Returns:
+        The layer, or None when no graph holds ``op``, when its inputs
+        reach no layer or more than one, or when the graphs disagree.
+
+    Example:
+        >>> graph = {"kswap_device_tier/DeepCopy": ["m_1/d_1/kswap_host_tier/DeepCopy"]}
+        >>> layer_of = {"m_1/d_1/kswap_host_tier/DeepCopy": "d"}.get
+        >>> layer_from_inputs("kswap_device_tier/DeepCopy", [graph], layer_of)
+        'd'
+    """
+    found: set[str] = set()
+    seen_any = False
+    for graph in graphs:
+        if op not in graph:
+            continue
+        seen_any = True
+        found |= _input_layers(op, graph, layer_of, depth, set())
+        if len(found) > 1:
+            return None
+    return next(iter(found)) if seen_any and len(found) == 1 else None
+
+
+def _input_layers(op, graph, layer_of, depth, visited) -> set[str]:
+    layers: set[str] = set()
+    for name in graph.get(op, ()):
+        if name in visited:
+            continue
+        visited.add(name)
+        layer = layer_of(name)
+        if layer is not None:
+            layers.add(layer)
+        elif depth > 0:
+            layers |= _input_layers(name, graph, layer_of, depth - 1, visited)
+    return layers
 
 
 def layer_tree(model) -> LayerTree:

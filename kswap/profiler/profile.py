@@ -34,7 +34,14 @@ from kswap import _env, transfer
 from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
 from kswap.profiler._state import preserved_state
-from kswap.profiler.attribution import layer_tree, resolver, step_op_name
+from kswap.profiler.attribution import (
+    copies_one_tensor,
+    layer_from_inputs,
+    layer_tree,
+    phase_resolver,
+    resolver,
+    step_op_name,
+)
 from kswap.trace import STEP_MARKER, Trace, build_trace, read_xspace
 
 __all__ = [
@@ -221,6 +228,40 @@ def variable_bytes(v) -> int:
     return math.prod(v.shape) * tf.as_dtype(v.dtype).size
 
 
+def step_graphs(names: set[str], wanted: set[str]) -> list[dict[str, tuple[str, ...]]]:
+    """The data inputs of the ops of the profiled step's graph, by op name.
+
+    TensorFlow keeps every traced function in the eager context. The step's
+    are those holding the most of the trace's op names ``names`` (its
+    retraces are identical, so all of them count); of those, the ones
+    holding an op of ``wanted`` are returned, each as ``op -> input op
+    names`` (control inputs left out). Empty if TensorFlow does not list its
+    functions.
+    """
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    try:
+        functions = ctx.list_function_names()
+    except AttributeError:  # not in this version of TensorFlow
+        return []
+    best, graphs = 0, []
+    for fname in functions:
+        if fname.startswith("__wrapped__"):  # single eager ops
+            continue
+        nodes = ctx.get_function_def(fname).node_def
+        score = sum(1 for n in nodes if n.name in names)
+        if score < best or score == 0 or not any(n.name in wanted for n in nodes):
+            continue
+        graph = {
+            n.name: tuple(i.split(":")[0] for i in n.input if not i.startswith("^")) for n in nodes
+        }
+        if score > best:
+            best, graphs = score, []
+        graphs.append(graph)
+    return graphs
+
+
 def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
     """Builds kswap's :class:`Trace` of a profiler file written for ``model``."""
     space = read_xspace(path)
@@ -230,13 +271,29 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         for e in space.memory_events
     ]
     emulated = not transfer.has_gpu()
-    layer_of = resolver(layer_tree(model))
-    optimizer_scope = f"{model.optimizer.name}/" if model.optimizer is not None else None
+    tree = layer_tree(model)
+    layer_of = resolver(tree)
+    optimizer_scope = model.optimizer.name if model.optimizer is not None else None
+    updates = (optimizer_scope,) if optimizer_scope else ()
+    transfers = (transfer.HOST_SCOPE, transfer.DEVICE_SCOPE)
+
+    def in_update(op: str) -> bool:
+        return bool(optimizer_scope) and op.startswith(f"{optimizer_scope}/")
+
+    # ops that copy or mirror a layer's tensor outside its scope get its layer
+    names = {e.tf_op for e in events if e.tf_op}
+    wanted = {
+        op
+        for op in names
+        if layer_of(op) is None and not in_update(op) and copies_one_tensor(op, transfers)
+    }
+    graphs = step_graphs(names, wanted) if wanted else []
+    derived = {op: layer_from_inputs(op, graphs, layer_of) for op in wanted}
 
     def attribute(op: str) -> str | None:
-        if optimizer_scope and op.startswith(optimizer_scope):
+        if in_update(op):
             return OPTIMIZER_UPDATE
-        return layer_of(op)
+        return layer_of(op) or derived.get(op)
 
     residents: dict[str, list[int]] = {}
     for layer in model.layers:
@@ -255,6 +312,7 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         host_scope=transfer.HOST_SCOPE,
         steps=space.steps,
         layer_of=attribute,
+        phase_of=phase_resolver(tree, transfers, updates),
         residents=residents,
         host_residents=host_residents,
         metadata=metadata,

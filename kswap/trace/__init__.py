@@ -5,12 +5,22 @@
 """
 
 from kswap.trace.build import build_trace, tier_of
-from kswap.trace.model import RESIDENT, TIERS, UNATTRIBUTED, Allocation, Timeline, Trace
+from kswap.trace.model import (
+    PHASES,
+    RESIDENT,
+    TIERS,
+    UNATTRIBUTED,
+    UNKNOWN_PHASE,
+    Allocation,
+    Timeline,
+    Trace,
+)
 from kswap.trace.xspace import STEP_MARKER, MemoryEvent, StepMarker, XSpaceEvents, read_xspace
 
 __all__ = [
     "Allocation",
     "MemoryEvent",
+    "PHASES",
     "RESIDENT",
     "STEP_MARKER",
     "StepMarker",
@@ -18,6 +28,7 @@ __all__ = [
     "Timeline",
     "Trace",
     "UNATTRIBUTED",
+    "UNKNOWN_PHASE",
     "XSpaceEvents",
     "build_trace",
     "read_xspace",

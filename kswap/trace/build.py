@@ -58,6 +58,7 @@ def build_trace(
     host_scope: str,
     steps: Sequence[StepMarker] = (),
     layer_of: Callable[[str], str | None] | None = None,
+    phase_of: Callable[[str], str | None] | None = None,
     residents: Mapping[str, Iterable[int]] | None = None,
     host_residents: Mapping[str, Iterable[int]] | None = None,
     allocators: Callable[[str], bool] | None = None,
@@ -71,6 +72,9 @@ def build_trace(
         host_scope: Name scope of kswap's host-transfer ops (emulation).
         steps: kswap step markers; each buffer gets the step it started in.
         layer_of: Maps a full op name to its Keras layer, or None.
+        phase_of: Maps a full op name to its phase (one of
+            :data:`~kswap.trace.PHASES`), or None. Buffers in use before
+            profiling began are ``"resident"``.
         residents: Layer name -> byte sizes of tensors known to be alive
             before profiling (weights, optimizer slots). They are taken out of
             the allocator's starting total, each rounded up to 256 bytes (the
@@ -101,6 +105,7 @@ def build_trace(
                 return i
         return None
 
+    names = _Names(layer_of, phase_of)
     buffers: list[Allocation] = []
     live: dict[tuple[str, int], tuple[MemoryEvent, int, str]] = {}
     start_total: dict[str, int] = {}
@@ -118,12 +123,12 @@ def build_trace(
         if opened is None:  # allocated before profiling began
             freed_before[e.allocator] = freed_before.get(e.allocator, 0) + e.allocation_bytes
             tier = tier_of(e, emulated=emulated, host_scope=host_scope)
-            buffers.append(_allocation(e, 0, ns(e.time_ps), tier, None, layer_of, True))
+            buffers.append(_allocation(e, 0, ns(e.time_ps), tier, None, names, True))
         else:
             a, t0, tier = opened
-            buffers.append(_allocation(a, t0, ns(e.time_ps), tier, step_at(t0), layer_of))
+            buffers.append(_allocation(a, t0, ns(e.time_ps), tier, step_at(t0), names))
     for a, t0, tier in live.values():
-        buffers.append(_allocation(a, t0, duration, tier, step_at(t0), layer_of, alive_at_end=True))
+        buffers.append(_allocation(a, t0, duration, tier, step_at(t0), names, alive_at_end=True))
     resident = {"device": 0, "host": 0}
     for name, total in start_total.items():
         probe = MemoryEvent(0, True, name, 0, 0, 0, 0)
@@ -146,24 +151,44 @@ def build_trace(
     )
 
 
+class _Names:
+    """Layer and phase of op names, each name looked up once."""
+
+    def __init__(self, layer_of, phase_of):
+        self.layer_of, self.phase_of = layer_of, phase_of
+        self.cache: dict[str, tuple[str | None, str | None]] = {}
+
+    def __call__(self, op: str | None) -> tuple[str | None, str | None]:
+        if not op:
+            return None, None
+        if op not in self.cache:
+            self.cache[op] = (
+                self.layer_of(op) if self.layer_of else None,
+                self.phase_of(op) if self.phase_of else None,
+            )
+        return self.cache[op]
+
+
 def _allocation(
     e: MemoryEvent,
     start: int,
     end: int,
     tier: str,
     step: int | None,
-    layer_of: Callable[[str], str | None] | None,
+    names: _Names,
     alive_at_start: bool = False,
     alive_at_end: bool = False,
 ) -> Allocation:
     op = e.tf_op
+    layer, phase = names(op)
     return Allocation(
         size=e.allocation_bytes,
         start_ns=start,
         end_ns=end,
         tier=tier,
         op=op,
-        layer=layer_of(op) if (op and layer_of) else None,
+        layer=layer,
+        phase="resident" if alive_at_start else phase,
         step=step,
         requested_bytes=e.requested_bytes,
         allocator=e.allocator,
@@ -202,6 +227,7 @@ def _resident(size: int, end: int, layer: str | None, tier: str = "device") -> A
         tier=tier,
         op=RESIDENT,
         layer=layer,
+        phase="resident",
         alive_at_start=True,
         alive_at_end=True,
     )

@@ -27,7 +27,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Allocation", "Timeline", "Trace", "TIERS", "RESIDENT", "UNATTRIBUTED"]
+__all__ = [
+    "Allocation",
+    "Timeline",
+    "Trace",
+    "TIERS",
+    "PHASES",
+    "RESIDENT",
+    "UNATTRIBUTED",
+    "UNKNOWN_PHASE",
+]
 
 #: The memory tiers a buffer can live in.
 TIERS = ("device", "host")
@@ -35,6 +44,13 @@ TIERS = ("device", "host")
 RESIDENT = "(resident before profiling)"
 #: ``by_layer`` key for bytes that belong to no Keras layer.
 UNATTRIBUTED = "(no layer)"
+#: What a buffer's op was doing: running a layer (or the loss) forward,
+#: computing gradients (a layer recomputed for its backward included),
+#: copying between the tiers (host copies and swap-ins), updating the weights,
+#: or nothing: the buffer was in use before profiling began.
+PHASES = ("forward", "backward", "transfer", "update", "resident")
+#: ``by_layer_phase`` key for bytes whose phase is not known (no op recorded).
+UNKNOWN_PHASE = "(unknown)"
 
 _FORMAT = "kswap.trace/1"
 
@@ -58,6 +74,7 @@ class Allocation:
         region_type: ``"output"``, ``"temp"``..., if recorded.
         alive_at_start: Already allocated when profiling began.
         alive_at_end: Still allocated when profiling ended.
+        phase: One of :data:`PHASES`, if known.
     """
 
     size: int
@@ -73,10 +90,15 @@ class Allocation:
     region_type: str | None = None
     alive_at_start: bool = False
     alive_at_end: bool = False
+    phase: str | None = None
 
     def __post_init__(self):
         if self.tier not in TIERS:
             raise ValueError(f"`tier` must be one of {TIERS}. Received: tier={self.tier!r}")
+        if self.phase is not None and self.phase not in PHASES:
+            raise ValueError(
+                f"`phase` must be one of {PHASES} or None. Received: phase={self.phase!r}"
+            )
         if self.size < 0:
             raise ValueError(f"`size` must be >= 0. Received: size={self.size}")
         if self.end_ns < self.start_ns:
@@ -198,23 +220,65 @@ class Trace:
             best = max(best, self.timeline(tier, s).peak_bytes - base)
         return best
 
-    def by_layer(self, tier: str = "device", time_ns: int | None = None) -> dict[str, int]:
+    def by_layer(
+        self, tier: str = "device", time_ns: int | None = None, *, phase: str | None = None
+    ) -> dict[str, int]:
         """Bytes alive at the peak (or at ``time_ns``) per Keras layer, largest first.
 
-        Bytes of no layer (optimizer temporaries, inputs, the loss) are under
-        :data:`UNATTRIBUTED`; bytes in use before profiling began that could not
-        be attributed are under :data:`RESIDENT`.
+        A layer's bytes are those of its forward, of its backward (gradient
+        ops, and its recomputation when it is recomputed), and of the copies
+        kswap makes of its tensors (host copies and swap-ins). Bytes of no
+        layer (the loss, the input pipeline) are under :data:`UNATTRIBUTED`;
+        bytes in use before profiling began that could not be attributed
+        (among them buffers freed during profiling, whose op the profiler
+        did not record) are under :data:`RESIDENT`.
+
+        Args:
+            tier: ``"device"`` or ``"host"``.
+            time_ns: When to count; the tier's peak if None.
+            phase: Count only buffers of this phase (one of :data:`PHASES`);
+                the peak stays that of all buffers.
+        """
+        if phase is not None and phase not in PHASES:
+            raise ValueError(f"`phase` must be one of {PHASES}. Received: phase={phase!r}")
+        out: dict[str, int] = {}
+        for key, phases in self.by_layer_phase(tier, time_ns).items():
+            if phase is None:
+                out[key] = sum(phases.values())
+            elif phase in phases:
+                out[key] = phases[phase]
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def by_layer_phase(
+        self, tier: str = "device", time_ns: int | None = None
+    ) -> dict[str, dict[str, int]]:
+        """Bytes alive at the peak (or at ``time_ns``) per layer and phase.
+
+        Keys as in :meth:`by_layer`, largest layer first; each maps the
+        phases (:data:`PHASES` order, :data:`UNKNOWN_PHASE` last) present to
+        their bytes.
+
+        Example:
+            >>> trace = Trace(buffers=(
+            ...     Allocation(size=4, start_ns=0, end_ns=9, layer="d", phase="forward"),
+            ...     Allocation(size=2, start_ns=1, end_ns=9, layer="d", phase="transfer"),
+            ... ), duration_ns=9)
+            >>> trace.by_layer_phase()
+            {'d': {'forward': 4, 'transfer': 2}}
         """
         if time_ns is None:
             time_ns = self.timeline(tier).peak_time_ns
             if time_ns is None:
                 return {}
-        out: dict[str, int] = {}
+        out: dict[str, dict[str, int]] = {}
         for b in self.tier(tier):
             if b.alive_at(time_ns):
-                key = b.layer or (RESIDENT if b.op == RESIDENT else UNATTRIBUTED)
-                out[key] = out.get(key, 0) + b.size
-        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+                phases = out.setdefault(_layer_key(b), {})
+                phase = b.phase or UNKNOWN_PHASE
+                phases[phase] = phases.get(phase, 0) + b.size
+        order = {p: i for i, p in enumerate((*PHASES, UNKNOWN_PHASE))}
+        rows = sorted(out.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+        return {k: dict(sorted(v.items(), key=lambda pv: order[pv[0]])) for k, v in rows}
 
     def _window(self, step: int | None) -> tuple[int, int]:
         if step is None:
@@ -269,6 +333,14 @@ class Trace:
             emulated=payload["emulated"],
             metadata=payload["metadata"],
         )
+
+
+def _layer_key(b: Allocation) -> str:
+    """``by_layer`` key of a buffer: its layer, or what it is when it has none."""
+    if b.layer:
+        return b.layer
+    # allocated before profiling (and freed during it): its op is not recorded
+    return RESIDENT if b.op == RESIDENT or b.alive_at_start else UNATTRIBUTED
 
 
 def _check_tier(tier: str) -> None:

@@ -104,3 +104,18 @@ def test_gpu_tiers_and_host_resident():
     trace = build_trace(events, emulated=False, host_scope="hs")
     assert trace.peak_bytes("device") == 2048
     assert trace.peak_bytes("host") == 768
+
+
+def test_phases_of_ops_and_of_bytes_in_use_before_profiling():
+    phase_of = {"m/l1/Relu": "forward", "m/l2/MatMul": "backward"}.get
+    events = [ev(10, False, 9, 512, 3 * KB), *chain_events()]
+    trace = build_trace(events, emulated=True, host_scope="hs", phase_of=phase_of)
+    phases = {(b.op, b.alive_at_start): b.phase for b in trace.buffers}
+    assert phases == {
+        (None, True): "resident",  # allocated before profiling, freed during it
+        ("m/l1/Relu", False): "forward",
+        ("m/l2/MatMul", False): "backward",
+        ("m/l3/Sum", False): None,  # phase_of does not know it
+        (RESIDENT, True): "resident",
+    }
+    assert build_trace(chain_events(), emulated=True, host_scope="hs").buffers[0].phase is None

@@ -1,6 +1,8 @@
+import json
+
 import pytest
 
-from kswap.trace import Allocation, Trace
+from kswap.trace import RESIDENT, UNATTRIBUTED, UNKNOWN_PHASE, Allocation, Trace
 
 
 def small_trace():
@@ -72,3 +74,70 @@ def test_requested_bytes_peak():
     assert t.peak_bytes() == 1024 + 512 + 256
     assert t.peak_bytes(requested=True) == 600 + 512 + 256
     assert t.timeline(requested=True).live_bytes == (600, 1112, 1368, 768, 256, 0)
+
+
+def phased_trace():
+    a = dict(tier="device", layer="conv")
+    return Trace(
+        buffers=(
+            Allocation(size=100, start_ns=0, end_ns=50, phase="forward", **a),
+            Allocation(size=40, start_ns=0, end_ns=50, phase="transfer", **a),
+            Allocation(size=30, start_ns=0, end_ns=50, phase="backward", **a),
+            Allocation(size=20, start_ns=0, end_ns=50, phase="resident", **a),
+            Allocation(size=8, start_ns=0, end_ns=50, tier="device", phase="backward", layer="fc"),
+            Allocation(size=5, start_ns=0, end_ns=50, tier="device"),  # no op, no phase
+            Allocation(size=7, start_ns=0, end_ns=50, tier="host", layer="conv", phase="transfer"),
+        ),
+        duration_ns=50,
+    )
+
+
+def test_by_layer_phase():
+    t = phased_trace()
+    assert t.by_layer_phase() == {
+        "conv": {"forward": 100, "backward": 30, "transfer": 40, "resident": 20},
+        "fc": {"backward": 8},
+        UNATTRIBUTED: {UNKNOWN_PHASE: 5},
+    }
+    assert list(t.by_layer_phase()["conv"]) == ["forward", "backward", "transfer", "resident"]
+    assert t.by_layer_phase("host") == {"conv": {"transfer": 7}}
+    assert t.by_layer_phase(time_ns=60) == {}
+
+
+def test_by_layer_sums_the_phases_or_keeps_one():
+    t = phased_trace()
+    assert t.by_layer() == {"conv": 190, "fc": 8, UNATTRIBUTED: 5}
+    assert t.by_layer(phase="backward") == {"conv": 30, "fc": 8}
+    assert t.by_layer(phase="transfer") == {"conv": 40}
+    assert t.by_layer(phase="update") == {}
+    with pytest.raises(ValueError, match="phase='recompute'"):
+        t.by_layer(phase="recompute")
+    with pytest.raises(ValueError, match="phase='sideways'"):
+        Allocation(size=1, start_ns=0, end_ns=1, phase="sideways")
+
+
+def test_phases_round_trip_and_older_traces_load():
+    t = phased_trace()
+    assert Trace.from_json(t.to_json()) == t
+    # a trace saved before buffers had phases
+    payload = json.loads(small_trace().to_json())
+    i = payload["fields"].index("phase")
+    payload["fields"].pop(i)
+    for row in payload["buffers"]:
+        row.pop(i)
+    old = Trace.from_json(json.dumps(payload))
+    assert old == small_trace() and all(b.phase is None for b in old.buffers)
+
+
+def test_bytes_freed_during_profiling_but_allocated_before_are_resident():
+    # the profiler records no op for them (a variable's buffer replaced by its
+    # update, for one): they were in use before profiling, not bytes of no layer
+    t = Trace(
+        buffers=(
+            Allocation(size=64, start_ns=0, end_ns=30, alive_at_start=True, phase="resident"),
+            Allocation(size=16, start_ns=0, end_ns=30, alive_at_start=True, layer="conv"),
+            Allocation(size=8, start_ns=5, end_ns=30),
+        ),
+        duration_ns=30,
+    )
+    assert t.by_layer() == {RESIDENT: 64, "conv": 16, UNATTRIBUTED: 8}
