@@ -385,9 +385,16 @@ def _recompute_grad(wrapper, state, index, xs, call, seeds_before):
                 state.offload(x)
     else:  # eager
         hosts = [transfer.to_host(x) if off else x for x, off in zip(xs, offloaded, strict=True)]
+    # named as the tape names a layer's backward, so a trace attributes it to the layer
+    scope = f"gradient_tape/{tf.compat.v1.get_default_graph().get_name_scope()}/"
 
     def grad(*upstream, variables=None):
-        upstream = list(upstream)
+        if state is None:
+            return backward(list(upstream), variables)
+        with tf.compat.v1.get_default_graph().name_scope(scope):
+            return backward(list(upstream), variables)
+
+    def backward(upstream, variables):
         if state is not None:
             upstream = state.arrive(index, upstream, wrapper.prefetch)
             gate = state.gate(index, wrapper.prefetch)
