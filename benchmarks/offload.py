@@ -23,7 +23,11 @@ The floor is what must sit on the device together whatever is offloaded: the
 bytes in use when a step begins (weights, optimizer slots) plus the largest
 working set of one layer's backward at one moment (the tensors it reads, its
 gradients and temporaries, from the kswap trace). Weight gradients of other
-layers are not counted: the optimizer may apply and free them early.
+layers are not counted there: an optimizer could apply and free them early.
+Keras does not: it applies all of them after the backward, so "floor+grads"
+adds the weight gradients of other layers alive at that moment (backward
+buffers that live until the update), and "peak / floor+grads" is the device
+peak against it.
 
 The tensor peak is the peak of the bytes tensors asked for; the device peak
 counts the blocks the allocator gave them, which its rounding and unsplit
@@ -97,12 +101,19 @@ def worker(args) -> None:
         print(json.dumps({"error": f"{type(e).__name__}: {reason[:160]}"}))
         return
     out = m.to_dict()
-    out["floor_bytes"] = _floor(m.trace)
+    out["floor_bytes"], out["floor_grads_bytes"] = _floor(m.trace)
     out["tensor_peak_bytes"] = m.trace.peak_bytes("device", requested=True)
     print(json.dumps(out))
 
 
-def _floor(trace) -> int:
+def _floor(trace) -> tuple[int, int]:
+    """The floor without and with the weight gradients the update waits for.
+
+    Keras applies every gradient at once after the backward, so a weight
+    gradient made early in the backward stays on the device until the update:
+    the second figure adds those alive at each moment (backward buffers that
+    live until the update begins).
+    """
     lo, hi = trace.steps[-1]
     device = trace.tier("device")
     resident = sum(
@@ -110,14 +121,24 @@ def _floor(trace) -> int:
     )
     events = sorted({b.start_ns for b in device if lo <= b.start_ns < hi})
     backward = [b for b in device if b.op and b.op.startswith("gradient_tape/") and b.layer]
-    working = 0
+    step = [b for b in device if lo <= b.start_ns < hi]
+    update = min((b.start_ns for b in step if b.phase == "update"), default=hi)
+    held = {id(b) for b in backward if b.end_ns >= update or b.alive_at_end}
+    working = with_grads = 0
     for t in events:
         per_layer: dict[str, int] = {}
+        grads: dict[str, int] = {}
         for b in backward:
             if b.alive_at(t):
                 per_layer[b.layer] = per_layer.get(b.layer, 0) + b.size
+                if id(b) in held:
+                    grads[b.layer] = grads.get(b.layer, 0) + b.size
         working = max([working, *per_layer.values()])
-    return resident + working
+        total = sum(grads.values())
+        with_grads = max(
+            [with_grads, *(n + total - grads.get(layer, 0) for layer, n in per_layer.items())]
+        )
+    return resident + working, resident + with_grads
 
 
 def _run(args, name: str, variant: str) -> dict:
@@ -144,7 +165,7 @@ def _run(args, name: str, variant: str) -> dict:
 def _row(name: str, variant: str, runs: list[dict], base: list[dict]) -> list[str]:
     """One table row: medians over repeats; time as the median per-repeat ratio."""
     if "error" in runs[-1]:
-        return [name, variant, "fails", "", "", "", "", "", "", runs[-1]["error"]]
+        return [name, variant, "fails", "", "", "", "", "", "", "", "", runs[-1]["error"]]
     med = lambda key, rs: statistics.median(r[key] for r in rs)  # noqa: E731
     peaks = [r["device_peak_bytes"] for r in runs]
     ratios = [r["step_seconds"] / b["step_seconds"] for r, b in zip(runs, base, strict=False)]
@@ -155,7 +176,15 @@ def _row(name: str, variant: str, runs: list[dict], base: list[dict]) -> list[st
         f"{mib(min(peaks))}-{mib(max(peaks))}",
         f"{100 * (1 - med('device_peak_bytes', runs) / med('device_peak_bytes', base)):.1f}%",
         mib(med("host_peak_bytes", runs)),
-        mib(med("floor_bytes", runs)) if variant.startswith(("all", "conv")) else "",
+        *(
+            [
+                mib(med("floor_bytes", runs)),
+                mib(med("floor_grads_bytes", runs)),
+                f"{med('device_peak_bytes', runs) / med('floor_grads_bytes', runs):.2f}",
+            ]
+            if variant.startswith(("all", "conv"))
+            else ["", "", ""]
+        ),
         mib(med("tensor_peak_bytes", runs)),
         f"{med('step_seconds', runs) * 1000:.0f}",
         f"{statistics.median(ratios):.2f}",
@@ -211,6 +240,8 @@ def main() -> None:
                 "saving",
                 "host peak MiB",
                 "floor MiB",
+                "floor+grads MiB",
+                "peak / floor+grads",
                 "tensor peak MiB",
                 "step ms",
                 "time / baseline",
