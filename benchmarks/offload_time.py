@@ -5,10 +5,13 @@
 ``benchmarks/offload.py`` measures each variant in a fresh process, which
 isolates memory but lets the machine's speed drift between processes. This
 one builds every variant in one process (each from the same seed, with its
-own weights), warms each up with 2 ``train_on_batch`` steps, then runs
-``--rounds`` rounds of one step per variant and reports median step times and
-their ratio to the first variant, and how long each variant's first step took
-(tracing the training function included). Memory is not measured here. On a machine
+own weights), warms each up with a ``model.fit`` step and one more step, then
+runs ``--rounds`` rounds of one step per variant and reports median step
+times and their ratio to the first variant, and how long each variant's first
+step took (tracing the training function included). Steps run fit's own
+graph (``kswap.profiler.profile.FitSteps``: ``train_function`` on a dataset of
+one batch, batch dimension unknown as fit traces arrays). Memory is not
+measured here. On a machine
 without a GPU the host copies are memory copies on the same cores as the
 compute.
 """
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 from _common import table
 from offload import build_variant
@@ -37,23 +39,20 @@ def main() -> None:
         p.error(f"--rounds must be >= 1. Received: {args.rounds}")
 
     from kswap.modelspec import synthetic_data
+    from kswap.profiler.profile import FitSteps
 
     variants = args.variants.split(",")
-    models, data, first = {}, None, {}
+    steps, data, first = {}, None, {}
     for v in variants:
-        models[v] = model = build_variant(args.model, v, args.input)
+        model = build_variant(args.model, v, args.input)
         data = data or synthetic_data(model, args.batch)
-        start = time.perf_counter()
-        model.train_on_batch(*data)  # traces the step before the next variant is built
-        first[v] = time.perf_counter() - start
-        model.train_on_batch(*data)
-    x, y = data
+        steps[v] = FitSteps(model, [data])
+        first[v] = steps[v].warm_up(0)  # traces the step before the next variant is built
+        steps[v].run(0)
     seconds: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
-        for variant, model in models.items():
-            start = time.perf_counter()
-            model.train_on_batch(x, y)
-            seconds[variant].append(time.perf_counter() - start)
+        for variant, fit in steps.items():
+            seconds[variant].append(fit.run(0))
     base = statistics.median(seconds[variants[0]])
     rows = [
         [
