@@ -2,7 +2,9 @@
 
 Pure Python, free of any framework: a :class:`Workload` (the blocks of one
 training step with their bytes and times), a :class:`Link` between device
-and host memory, device presets, per-block :class:`Action` s and budgets.
+and host memory, device presets, per-block :class:`Action` s, budgets, and a
+simulator of the step over three streams (:func:`simulate`) that predicts a
+:class:`Plan`'s step time and device peak.
 
 Example:
     >>> from kswap.planning import Block, Link, Workload, parse_budget
@@ -17,6 +19,8 @@ from kswap.planning.actions import Action
 from kswap.planning.budget import Budget, parse_budget
 from kswap.planning.devices import DEVICES, Device
 from kswap.planning.link import LINKS, Link
+from kswap.planning.plan import Plan
+from kswap.planning.simulate import Interval, Simulation, simulate
 from kswap.planning.workload import Block, Workload
 
 __all__ = [
@@ -25,8 +29,12 @@ __all__ = [
     "Budget",
     "DEVICES",
     "Device",
+    "Interval",
     "LINKS",
     "Link",
+    "Plan",
+    "Simulation",
     "Workload",
     "parse_budget",
+    "simulate",
 ]
