@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from itertools import accumulate
+from operator import itemgetter
 from typing import NamedTuple
 
 from kswap.planning.actions import Action
@@ -25,6 +26,7 @@ KEEP, SWAP, RECOMPUTE, RECOMPUTE_HOST = 0, 1, 2, 3
 _ACTIONS = {KEEP: "keep", SWAP: "swap", RECOMPUTE: "recompute", RECOMPUTE_HOST: "recompute"}
 
 Code = tuple[int, int]
+_delta = itemgetter(1)
 
 
 def code_of(action: Action) -> Code:
@@ -228,7 +230,7 @@ class Engine:
 
         events = grow + drop + out + back + fetch
         events.sort()
-        live = list(accumulate([d for _, d in events], initial=self.base[host_slots]))
+        live = list(accumulate(map(_delta, events), initial=self.base[host_slots]))
         peak = max(live)
         i = live.index(peak)
         peak_time = events[i - 1][0] if i else 0.0

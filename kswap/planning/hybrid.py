@@ -45,7 +45,7 @@ __all__ = ["hybrid", "evictions", "ROUNDS"]
 
 #: Rounds of correction by the simulated waits, and the block-simulations they may spend.
 ROUNDS = 4
-ROUND_WORK = 30_000
+ROUND_WORK = 15_000
 
 
 def _hidden(ctx: Context, i: int, p: int) -> tuple[float, float]:
