@@ -41,9 +41,12 @@ def load_json(source: str | os.PathLike | Mapping, what: str, format_tag: str) -
         payload: Any = dict(source)
     else:
         text = str(source)
-        if not text.lstrip().startswith(("{", "[", '"')) and os.path.exists(text):
-            with open(text) as f:
-                text = f.read()
+        if not text.lstrip().startswith(("{", "[", '"')):
+            if os.path.exists(text):
+                with open(text) as f:
+                    text = f.read()
+            elif text.endswith(".json") or isinstance(source, os.PathLike):
+                raise ValueError(f"Not a {what}: there is no file {text!r}.")
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as error:

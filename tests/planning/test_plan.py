@@ -88,6 +88,7 @@ def _payload(**changes):
     "source, message",
     [
         ("not json at all", "Not a kswap plan: the text is not valid JSON"),
+        ("missing/plan.json", "Not a kswap plan: there is no file 'missing/plan.json'"),
         ('"a string"', "Not a kswap plan: expected a JSON object. Received: str"),
         ("[]", "expected a JSON object. Received: list"),
         ('{"format": "kswap.workload/1"}', "Not a kswap plan \\(expected format 'kswap.plan/1'\\)"),
