@@ -8,7 +8,8 @@ Importing kswap is cheap and needs no TensorFlow: it only asks TensorFlow for
 the CPU allocator that records its memory (see :mod:`kswap._env`). The names
 below are imported on first use; those that run TensorFlow (``profile``,
 ``measure``, ``OffloadingModel``, ...) say how to install it when it is
-missing. ``kswap.trace`` and ``kswap.allocator`` work without TensorFlow.
+missing. ``kswap.trace``, ``kswap.allocator`` and ``kswap.planning`` work without
+TensorFlow.
 
 Example:
     >>> import kswap, keras, numpy as np
@@ -47,6 +48,7 @@ _EXPORTS: dict[str, tuple[str, bool]] = {
 _SUBMODULES: dict[str, bool] = {
     "allocator": False,
     "cli": False,
+    "planning": False,
     "trace": False,
     "layers": True,
     "modelspec": True,

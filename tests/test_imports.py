@@ -1,4 +1,4 @@
-"""kswap, kswap.trace and kswap.allocator import without TensorFlow; the rest says so."""
+"""kswap, kswap.trace, .allocator and .planning import without TensorFlow; the rest says so."""
 
 import json
 import os
@@ -33,9 +33,9 @@ def test_pure_packages_import_without_tensorflow():
     proc = run(
         """
         import importlib, json, pkgutil, sys
-        import kswap, kswap.allocator, kswap.trace, kswap.cli
+        import kswap, kswap.allocator, kswap.trace, kswap.cli, kswap.planning
         names = []
-        for package in (kswap.trace, kswap.allocator):
+        for package in (kswap.trace, kswap.allocator, kswap.planning):
             for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
                 importlib.import_module(m.name)
                 names.append(m.name)
@@ -43,7 +43,10 @@ def test_pure_packages_import_without_tensorflow():
         from kswap.trace import Allocation, Trace
         trace = Trace(buffers=(Allocation(size=1024, start_ns=0, end_ns=5),
                                Allocation(size=512, start_ns=3, end_ns=9)), duration_ns=9)
+        from kswap.planning import Block, Workload, make_plan
+        work = Workload(tuple(Block(f"b{i}", 100, 1.0, 2.0) for i in range(4)))
         print(json.dumps({
+            "plan": make_plan(work, 0.75, "pcie3").fits,
             "modules": names,
             "loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")),
             "arena": pack(trace).arena_bytes,
@@ -53,10 +56,17 @@ def test_pure_packages_import_without_tensorflow():
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    for name in ("allocator.config", "allocator.packing", "allocator.report", "trace.xspace"):
+    for name in (
+        "allocator.config",
+        "allocator.packing",
+        "allocator.report",
+        "trace.xspace",
+        "planning.strategies",
+        "planning.simulate",
+    ):
         assert f"kswap.{name}" in out["modules"]
     assert out["loaded"] == []
-    assert out["arena"] == 1536 and out["Trace"]
+    assert out["arena"] == 1536 and out["Trace"] and out["plan"]
 
 
 def test_names_that_need_tensorflow_say_what_to_install():
