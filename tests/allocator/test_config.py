@@ -82,48 +82,52 @@ def test_a_step_over_the_limit_does_not_succeed_in_its_own_process():
     assert fits.returncode == 0 and "TRAINED" in fits.stdout, fits.stderr[-2000:]
 
 
-def test_refused_after_tensorflow_created_its_devices():
-    proc = run(
-        """
-        import kswap, tensorflow as tf
-        tf.ones(3)
-        from kswap.allocator import configure
-        try:
-            configure(memory_limit=2**30)
-        except RuntimeError as e:
-            print("RuntimeError:", e)
-        """
-    )
-    assert "RuntimeError: TensorFlow has already created its devices" in proc.stdout
+# Three checks that need a fresh process each pay TensorFlow's import there:
+# they share one, run in this order (TensorFlow has created no device until
+# the third).
+IN_ORDER = """
+    import kswap, types, warnings
+    from kswap.allocator import configure
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        report = configure(
+            growth=True, allocator="cuda_malloc_async", host_limit=2**30, gc=False
+        )
+    print("GPU OPTIONS", sorted(report.not_applicable), len(w), report.applied)
+    plan = types.SimpleNamespace(arena_bytes=100 * 2**20)
+    print("PLAN", configure(memory_limit=plan, margin=0.25).memory_limit_bytes)
+    import tensorflow as tf
+    tf.ones(3)
+    try:
+        configure(memory_limit=2**30)
+    except RuntimeError as e:
+        print("RuntimeError:", e)
+"""
 
 
-def test_gpu_options_without_a_gpu_are_reported_not_dropped():
-    proc = run(
-        """
-        import kswap, warnings
-        from kswap.allocator import configure
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            report = configure(
-                growth=True, allocator="cuda_malloc_async", host_limit=2**30, gc=False
-            )
-        print(sorted(report.not_applicable), len(w), report.applied)
-        """
-    )
+@pytest.fixture(scope="module")
+def in_order() -> dict[str, str]:
+    """What each check of ``IN_ORDER`` printed, by its first word(s)."""
+    proc = run(IN_ORDER)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "['allocator', 'gc', 'growth', 'host_limit'] 4 {}"
+    out = {}
+    for line in proc.stdout.splitlines():
+        for key in ("GPU OPTIONS ", "PLAN ", "RuntimeError: "):
+            if line.startswith(key):
+                out[key.strip(" :")] = line[len(key) :]
+    return out
 
 
-def test_limit_from_a_packing_plan_adds_the_margin():
-    proc = run(
-        """
-        import kswap, types
-        from kswap.allocator import configure
-        plan = types.SimpleNamespace(arena_bytes=100 * 2**20)
-        print(configure(memory_limit=plan, margin=0.25).memory_limit_bytes)
-        """
-    )
-    assert proc.stdout.strip() == str(125 * 2**20)
+def test_gpu_options_without_a_gpu_are_reported_not_dropped(in_order):
+    assert in_order.get("GPU OPTIONS") == "['allocator', 'gc', 'growth', 'host_limit'] 4 {}"
+
+
+def test_limit_from_a_packing_plan_adds_the_margin(in_order):
+    assert in_order.get("PLAN") == str(125 * 2**20)
+
+
+def test_refused_after_tensorflow_created_its_devices(in_order):
+    assert in_order.get("RuntimeError", "").startswith("TensorFlow has already created its devices")
 
 
 @pytest.mark.parametrize(

@@ -82,11 +82,25 @@ def test_small_models(kind, dynamic, monkeypatch):
     _check(model, x, y, dynamic)
 
 
+@pytest.fixture(scope="module")
+def offloaded_application():
+    """``offloaded_application(name)``: one offloaded model per name, for both graphs of it."""
+    models = {}
+
+    def get(name):
+        if name not in models:
+            model = getattr(keras.applications, name)(weights=None, input_shape=(32, 32, 3))
+            models[name] = kswap.OffloadingModel(compile_(model))
+        return models[name]
+
+    yield get
+    models.clear()
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2"])
-def test_applications(name, dynamic):
-    model = getattr(keras.applications, name)(weights=None, input_shape=(32, 32, 3))
-    model = kswap.OffloadingModel(compile_(model))
+def test_applications(name, dynamic, offloaded_application):
+    model = offloaded_application(name)
     rng = np.random.default_rng(0)
     x = rng.random((4, 32, 32, 3), dtype=np.float32)
     y = rng.random((4, 1000), dtype=np.float32)

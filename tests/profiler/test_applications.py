@@ -6,17 +6,20 @@ import pytest
 import tensorflow as tf
 
 import kswap
+from tests import applications
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["ResNet50", "MobileNetV2", "VGG16"])
 def test_peak_agrees_with_get_memory_info(name):
-    model = getattr(keras.applications, name)(weights=None, input_shape=(64, 64, 3), classes=10)
-    model.compile("adam", "sparse_categorical_crossentropy")
+    # a model another test has trained (its step traced, batch size unknown as
+    # in these steps) when there is one;
+    # 32x32 inputs at batch 64 make as many activations as 64x64 at batch 16
+    model = applications.take(name)
     rng = np.random.default_rng(0)
-    x = rng.random((32, 64, 64, 3), dtype=np.float32)
-    y = rng.integers(0, 10, 32)
-    trace = kswap.profile(model, x, y, steps=2, batch_size=16)
+    x = rng.random((128, *applications.INPUT_SHAPE), dtype=np.float32)
+    y = rng.integers(0, applications.CLASSES, 128)
+    trace = kswap.profile(model, x, y, steps=2, batch_size=64)
     # profile() resets the allocator's peak just before the profiled steps and
     # reads get_memory_info("CPU:0")["peak"] right after them
     allocator_peak = trace.metadata["allocator_peak_bytes"]
