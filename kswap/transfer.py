@@ -24,6 +24,7 @@ import contextlib
 import functools
 
 import tensorflow as tf
+from tensorflow.python.ops import gen_list_ops
 
 __all__ = [
     "HOST_SCOPE",
@@ -32,6 +33,8 @@ __all__ = [
     "device_name",
     "to_host",
     "to_device",
+    "list_to_host",
+    "list_to_device",
     "host_stand_in",
     "move_variable",
     "host_update",
@@ -76,6 +79,41 @@ def to_device(x: tf.Tensor, device: str | None = None) -> tf.Tensor:
             with tf.device(device or device_name()):
                 return tf.identity(x)
         return tf.raw_ops.DeepCopy(x=x)
+
+
+def list_to_host(handle: tf.Tensor, element_shape: tf.Tensor, element_dtype: tf.DType) -> tf.Tensor:
+    """The elements of the ``TensorList`` ``handle``, stacked into one host-tier tensor.
+
+    The stack is the copy: on a GPU it runs on the host (TensorFlow copies
+    the list's elements there); when the tiers are emulated it runs on
+    ``CPU:0`` under :data:`HOST_SCOPE`, so its buffer counts as host bytes.
+    Unlike :func:`to_host` the op is stateless, so it runs as soon as the list
+    exists even when it is made after ops that run later (TensorFlow chains
+    stateful ops without resource inputs in the order they are made).
+    """
+    on_host = tf.device("/CPU:0") if has_gpu() else contextlib.nullcontext()
+    with tf.name_scope(HOST_SCOPE), on_host:
+        return gen_list_ops.tensor_list_stack(
+            handle, element_shape=element_shape, element_dtype=element_dtype
+        )
+
+
+def list_to_device(x: tf.Tensor, element_shape: tf.Tensor, device: str | None = None) -> tf.Tensor:
+    """A ``TensorList`` in the device tier whose elements are the rows of host-tier ``x``.
+
+    ``TensorListFromTensor`` copies every row into a buffer of its own, so the
+    list's elements are the copy: on a GPU the list is built on the host and
+    TensorFlow copies its elements to ``device``; when the tiers are emulated
+    it is built on ``CPU:0`` under :data:`DEVICE_SCOPE`. No dense device copy
+    of ``x`` is made.
+    """
+    with tf.name_scope(DEVICE_SCOPE):
+        if has_gpu():
+            with tf.device("/CPU:0"):
+                on_host = gen_list_ops.tensor_list_from_tensor(x, element_shape)
+            with tf.device(device or device_name()):
+                return tf.identity(on_host)
+        return gen_list_ops.tensor_list_from_tensor(x, element_shape)
 
 
 def host_stand_in(shape: tf.Tensor, dtype: tf.DType) -> tf.Tensor:

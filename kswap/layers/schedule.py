@@ -83,6 +83,7 @@ class GraphState:
         self.host: dict = {}  # canonical ref -> host copy
         self.device_of: dict = {}  # canonical ref -> device string of the original
         self.restored: dict = {}  # canonical ref -> device copy made in backward
+        self.restore: dict = {}  # canonical ref -> how its host copy comes back, if not to_device
         self.shapes: dict = {}  # canonical ref -> its dynamic shape, taken in forward
         self.stand_ins: dict = {}  # canonical ref -> host stand-in made in backward
         self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
@@ -103,6 +104,23 @@ class GraphState:
             self.host[c.ref()] = transfer.to_host(c)
             self.largest = max(self.largest, _nominal_bytes(c))
             self.device_of[c.ref()] = c.device
+
+    def add_host_copy(self, t: tf.Tensor, host: tf.Tensor, restore=None) -> None:
+        """Registers ``host``, made elsewhere, as ``t``'s host copy (unless it has one).
+
+        For values :func:`kswap.transfer.to_host` cannot copy: a loop's
+        ``TensorList`` accumulators, whose host copy is their stacked elements
+        (:func:`kswap.transfer.list_to_host`). ``restore(host, device)`` makes
+        the device copy :meth:`swap_in` returns (:func:`kswap.transfer.to_device`
+        if None).
+        """
+        c = canonical(t)
+        if c.ref() not in self.host:
+            self.host[c.ref()] = host
+            self.largest = max(self.largest, _nominal_bytes(host))
+            self.device_of[c.ref()] = c.device
+            if restore is not None:
+                self.restore[c.ref()] = restore
 
     def remember_shape(self, t: tf.Tensor) -> None:
         """Takes ``t``'s dynamic shape in forward, for :meth:`stand_in`."""
@@ -195,8 +213,9 @@ class GraphState:
         c = canonical(t)
         key = c.ref()
         if key not in self.restored:
+            restore = self.restore.get(key, transfer.to_device)
             with tf.control_dependencies(gate):
-                self.restored[key] = transfer.to_device(self.host[key], self.device_of[key] or None)
+                self.restored[key] = restore(self.host[key], self.device_of[key] or None)
         return self.restored[key]
 
 
