@@ -30,6 +30,7 @@ from tensorflow.python.eager import record
 from kswap import transfer
 from kswap.layers import calls as calls_lib
 from kswap.layers import custom as custom_lib
+from kswap.layers import loops as loops_lib
 from kswap.layers import recompute, replay, saved
 from kswap.layers.schedule import GraphState, graph_state, order_backward
 
@@ -275,13 +276,19 @@ def _keep_keras_attributes(new, inner) -> None:
                 pass
 
 
-def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict, dict]:
+def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict, dict, dict]:
     """Sends to host what the block's backward will read.
 
     Returns:
-        The plans of its ``tf.function`` calls and of its custom gradients.
+        The plans of its ``tf.function`` calls, of its custom gradients and
+        of its loops.
     """
     calls = {op: calls_lib.prepare_call(op) for op in plan.ops if calls_lib.replayable_call(op)}
+    loops = {  # a loop's per-step values get host copies when its backward is built
+        op: loops_lib.prepare_loop(op, state, _worth_offloading)
+        for op in plan.ops
+        if loops_lib.replayable_loop(op)
+    }
     custom = {op: custom_lib.custom_gradient_of(op) for op in plan.ops}
     custom = {op: spec for op, spec in custom.items() if spec is not None}
     for spec in custom.values():  # what the user's gradient function holds
@@ -291,7 +298,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
     # an input is "skipped" (no gradient wanted) as in replay_gradients
     wanted = {x.ref() for x in xs} | {t.ref() for op in plan.ops for t in op.outputs}
     for op in plan.ops:
-        if op in custom:
+        if op in custom or op in loops:
             continue
         if op in calls:  # what the tf.function's backward reads: some of its outputs
             ins, outs = (), calls[op].reads
@@ -307,7 +314,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
         for t in others:
             if not t.shape.is_fully_defined() and _worth_offloading(t):
                 state.remember_shape(t)
-    return calls, custom
+    return calls, custom, loops
 
 
 def _unique(xs) -> list[bool]:
@@ -319,7 +326,7 @@ def _unique(xs) -> list[bool]:
 
 
 def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes, specials):
-    calls, custom = specials
+    calls, custom, loops = specials
     graph = tf.compat.v1.get_default_graph()
 
     def grad(*upstream, variables=None):
@@ -352,6 +359,7 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
             saved.op_reads,
             calls,
             custom,
+            loops,
         )
         # blocks whose tensors are under a quarter of the largest cannot set the peak
         results = [*source_grads, *var_grads]

@@ -36,6 +36,7 @@ from tensorflow.python.framework import ops as tf_ops
 from kswap.layers import calls as calls_lib
 from kswap.layers import custom as custom_lib
 from kswap.layers import fetch as fetch_lib
+from kswap.layers import loops as loops_lib
 
 __all__ = [
     "record_ops",
@@ -45,6 +46,7 @@ __all__ = [
     "ValueReads",
     "variable_reads",
     "CONTROL_FLOW_OPS",
+    "takes_variable_handles",
 ]
 
 #: Ops whose gradients need TensorFlow's own machinery (control flow, calls).
@@ -168,7 +170,10 @@ def plan_replay(
     op on it is control flow or a function call (its body may read variables
     and tensors no recorded op shows), has no gradient, or reads a variable
     other than through ``ReadVariableOp`` (``ResourceGather``...): replay
-    would drop those gradients.
+    would drop those gradients. ``tf.function`` calls and ``tf.while_loop``
+    loops are the exceptions: their backward is TensorFlow's own gradient of
+    the whole call or loop (:mod:`kswap.layers.calls`, :mod:`kswap.layers.loops`),
+    which returns the gradients of the variables whose handles they take.
 
     Args:
         ops: The recorded ops, in creation order.
@@ -201,8 +206,8 @@ def plan_replay(
             needed.update(t.ref() for t in inputs if t.op in op_set or t.ref() in reached)
     path.reverse()
     for op in path:
-        if calls_lib.replayable_call(op):
-            continue  # a tf.function's backward is replayed whole
+        if takes_variable_handles(op):
+            continue  # a tf.function's or a loop's backward is replayed whole
         if op.type in CONTROL_FLOW_OPS:
             return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) is control flow")
         if _reads_resource(op):
@@ -230,6 +235,16 @@ _VARIABLE_OPS = frozenset(
 )  # fmt: skip
 
 
+def takes_variable_handles(op: tf.Operation) -> bool:
+    """Whether ``op``'s replayed gradient returns gradients for the variable handles it takes.
+
+    A ``tf.function`` call or a ``tf.while_loop`` whose body reads variables
+    takes their handles as inputs; TensorFlow's gradient of it returns each
+    variable's gradient as the gradient of its handle.
+    """
+    return calls_lib.replayable_call(op) or loops_lib.replayable_loop(op)
+
+
 def _reads_resource(op: tf.Operation) -> bool:
     """Whether ``op`` takes a resource (a variable's handle) other than to read or assign it."""
     return op.type not in _VARIABLE_OPS and any(t.dtype == tf.resource for t in op.inputs)
@@ -239,9 +254,10 @@ def variable_reads(ops: Sequence[tf.Operation], variables: Sequence) -> list[lis
     """Per variable, the tensors of ``ops`` whose gradients are its gradient.
 
     Its ``ReadVariableOp`` outputs, and its handle where a replayable called
-    ``tf.function`` takes it (that function's backward returns the gradient
-    for the handle). Variables are matched through the current graph's
-    captures, as a ``tf.function`` sees the handles of outside variables.
+    ``tf.function`` or loop takes it (that function's or loop's backward
+    returns the gradient for the handle). Variables are matched through the
+    current graph's captures, as a ``tf.function`` sees the handles of
+    outside variables.
     """
     graph = tf.compat.v1.get_default_graph()
     internal = {id(ext): intl for ext, intl in getattr(graph, "captures", ())}
@@ -250,7 +266,7 @@ def variable_reads(ops: Sequence[tf.Operation], variables: Sequence) -> list[lis
         if op.type == "ReadVariableOp":
             reads.setdefault(op.inputs[0].ref(), []).append(op.outputs[0])
     for op in ops:
-        if calls_lib.replayable_call(op):
+        if takes_variable_handles(op):
             for t in (t for t in op.inputs if t.dtype == tf.resource):
                 found = reads.setdefault(t.ref(), [])
                 if not any(r is t for r in found):
@@ -386,6 +402,7 @@ def replay_gradients(
     value_reads: ValueReads | None = None,
     calls: Mapping[tf.Operation, calls_lib.CallPlan] | None = None,
     custom: Mapping[tf.Operation, custom_lib.CustomGradient] | None = None,
+    loops: Mapping[tf.Operation, loops_lib.LoopPlan] | None = None,
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
@@ -414,6 +431,10 @@ def replay_gradients(
         custom: The ``tf.custom_gradient`` ops among ``ops``, from
             :func:`kswap.layers.custom.custom_gradient_of`; their backward is
             the user's gradient function, given ``fetch``'s tensors.
+        loops: The plans of the ``tf.while_loop`` ops among ``ops``, from
+            :func:`kswap.layers.loops.prepare_loop`; their backward is
+            TensorFlow's gradient loop, reading ``fetch``'s copies of the
+            per-step values.
 
     Returns:
         ``(source_grads, variable_grads)``, None where there is no gradient.
@@ -443,6 +464,7 @@ def replay_gradients(
         if op in done:
             continue
         done.add(op)
+        inputs = list(op.inputs)  # a loop's gradient adds inputs to the op
         out_grads, any_grad = [], False
         for t in op.outputs:
             gs = grads.get(t.ref())
@@ -453,19 +475,27 @@ def replay_gradients(
                     del grads[t.ref()]
             else:
                 out_grads.append(None)
-        in_grads = [None] * len(op.inputs)
+        in_grads = [None] * len(inputs)
         fn = _gradient_fn(op) if any_grad else None
         if fn is not None:
             skipped = tuple(
                 i
-                for i, t in enumerate(op.inputs)
+                for i, t in enumerate(inputs)
                 if t.ref() not in reached and t.ref() not in producer
             )
             values = value_reads(op, frozenset(skipped)) if value_reads else None
             scope = _tape_scope(op, scopes or {})
             call = (calls or {}).get(op)
             spec = (custom or {}).get(op)
-            if call is not None:
+            loop = (loops or {}).get(op)
+            if loop is not None:
+                out_grads = [
+                    g if g is not None or not _differentiable(t) else fetch_lib.zeros(t, fetch)
+                    for g, t in zip(out_grads, op.outputs, strict=True)
+                ]
+                with tf.name_scope(scope):
+                    in_grads = loops_lib.loop_gradient(op, loop, fetch, out_grads, skipped)
+            elif call is not None:
                 with tf.name_scope(scope):
                     in_grads = calls_lib.call_gradient(op, call, fetch, out_grads[: call.outputs])
             elif spec is not None:
@@ -481,11 +511,11 @@ def replay_gradients(
                     _warn_misread(op)
                     result, _ = _call_gradient(fn, op, fetch, None, skipped, out_grads, scope)
                 result = list(result) if isinstance(result, (list, tuple)) else [result]
-                in_grads = (result + [None] * len(op.inputs))[: len(op.inputs)]
-        for t, g in zip(op.inputs, in_grads, strict=True):
+                in_grads = (result + [None] * len(inputs))[: len(inputs)]
+        for t, g in zip(inputs, in_grads, strict=True):
             ref = t.ref()
             # a variable's handle (``ref in keep``) gets a called function's gradient
-            if g is not None and (_differentiable(t) or ref in keep):
+            if g is not None and (_carries_gradient(t) or ref in keep):
                 pending = grads.setdefault(ref, [])
                 pending.append(g)
                 size = t.shape.num_elements() or 0

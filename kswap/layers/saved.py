@@ -70,6 +70,10 @@ GRADIENT_READS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "Shape": _NONE,
     "StopGradient": _NONE,
     "PreventGradient": _NONE,
+    "ReverseV2": ((1,), ()),
+    # TensorArrays (recurrent layers' input and output sequences)
+    "TensorListFromTensor": _NONE,
+    "TensorListStack": _NONE,
     # activations that read their output
     "Relu": _OUT0,
     "Relu6": _OUT0,

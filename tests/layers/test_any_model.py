@@ -126,11 +126,6 @@ CASES = {
 
 #: Cases whose layers kswap cannot replay, and so recomputes (with a warning).
 FALLS_BACK = {
-    "lstm": {"rnn"},
-    "gru": {"rnn"},
-    "simple_rnn": {"rnn"},
-    "bidirectional": {"rnn"},
-    "time_distributed": {"convlstm"},
     "direct_gather": {"gather"},
 }
 
