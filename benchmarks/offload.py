@@ -3,14 +3,17 @@
     python benchmarks/offload.py                       # ResNet50, MobileNetV2, VGG16
     python benchmarks/offload.py --models ResNet50 --variants baseline,all
     python benchmarks/offload.py --optimizer sgd   # no optimizer slots on the device
+    python benchmarks/offload.py --models LSTM --input 100 --batch 64 \
+        --variants baseline,all,all-recompute-loops      # two stacked LSTMs over tokens
 
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``,
 ``all+host`` ``optimizer_state="host"``; a suffix ``-unordered`` leaves the
-order of each block's backward ops to TensorFlow's executor, and ``/static``
+order of each block's backward ops to TensorFlow's executor, ``/static``
 feeds a ``tf.data`` dataset batched with ``drop_remainder=True``, so the step
 is traced with the batch size known, where arrays give ``fit``'s unknown
-batch dimension),
+batch dimension, and ``-recompute-loops`` recomputes recurrent layers instead
+of replaying their loops, as kswap did before it could),
 ``remat`` (the model built inside ``keras.RematScope(mode="full")``) and
 ``remat-activations`` (``mode="activations"``). A configuration that cannot
 train is reported with its error. Each is measured by ``kswap.measure``
@@ -41,6 +44,7 @@ import json
 import re
 import statistics
 
+import numpy as np
 from _common import device_label, mib, run_json, table
 
 MODELS = {
@@ -50,29 +54,57 @@ MODELS = {
 }
 
 
+def lstm_model(input_shape=(100,), classes=10):
+    """Embedding(1000, 64), LSTM(256, return_sequences=True), LSTM(256), Dense over tokens."""
+    import keras
+
+    inputs = keras.Input(input_shape, dtype="int32")
+    h = keras.layers.Embedding(1000, 64, name="embedding")(inputs)
+    h = keras.layers.LSTM(256, return_sequences=True, name="lstm_1")(h)
+    h = keras.layers.LSTM(256, name="lstm_2")(h)
+    outputs = keras.layers.Dense(classes, activation="softmax", name="out")(h)
+    return keras.Model(inputs, outputs, name="lstm")
+
+
+#: Models over token sequences (``--input`` is the sequence length).
+SEQUENCE_MODELS = {"LSTM": lstm_model}
+
+
 def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "adam"):
-    """The compiled keras.applications model ``name`` as ``variant`` builds it, seed 0."""
+    """The compiled model ``name`` as ``variant`` builds it, seed 0.
+
+    ``name`` is a keras.applications model or one of :data:`SEQUENCE_MODELS`.
+    """
     import keras
 
     import kswap
+    from kswap.layers import loops, schedule
     from kswap.modelspec import build_model
 
     variant = variant.removesuffix("/static")
-    spec = f"keras.applications.{name}"
     shape = tuple(int(s) for s in input_shape.split(","))
-    kwargs = MODELS.get(name, {})
+
+    def build():
+        if name in SEQUENCE_MODELS:
+            model = SEQUENCE_MODELS[name](shape)
+            model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+            return model
+        return build_model(
+            f"keras.applications.{name}", shape, optimizer=optimizer, **MODELS.get(name, {})
+        )
+
     keras.utils.set_random_seed(0)
     if variant.startswith("remat"):
         mode = variant.split("-", 1)[1] if "-" in variant else "full"
         with keras.RematScope(mode=mode):
-            model = build_model(spec, shape, optimizer=optimizer, **kwargs)
+            model = build()
     else:
-        model = build_model(spec, shape, optimizer=optimizer, **kwargs)
-    from kswap.layers import schedule
-
+        model = build()
     # read when the model's step is traced: trace it before building another
     schedule.ORDER_BACKWARD = not variant.endswith("-unordered")
-    variant, _, state = variant.removesuffix("-unordered").partition("+")
+    loops.REPLAY_LOOPS = not variant.endswith("-recompute-loops")
+    variant = variant.removesuffix("-unordered").removesuffix("-recompute-loops")
+    variant, _, state = variant.partition("+")
     policy, _, prefetch = variant.partition("@")
     if policy in ("all", "conv"):
         model = kswap.OffloadingModel(
@@ -87,6 +119,8 @@ def worker(args) -> None:
 
     model = build_variant(args.model, args.variant, args.input, args.optimizer)
     x, y = synthetic_data(model, 2 * args.batch)
+    if args.model in SEQUENCE_MODELS:  # token ids
+        x = np.random.default_rng(0).integers(0, 1000, x.shape).astype("int32")
     batch = args.batch
     if args.variant.endswith("/static"):  # the batch size known when fit traces the step
         import tensorflow as tf
