@@ -27,8 +27,9 @@ The accumulators exist only once the gradient is built, so their host copies
 are made then; they are stateless and depend only on the forward loop, so
 TensorFlow's executor runs them in forward. Limits: the loop's per-step
 values must keep one shape across steps (``TensorListStack`` stacks equal
-shapes; Keras's recurrent layers do), and the loop must run at least once
-when a per-step shape is not static.
+shapes; Keras's recurrent layers do; a loop with shape invariants looser
+than its initial values is recomputed instead), and the loop must run at
+least once when a per-step shape is not static.
 
 Example:
     >>> import tensorflow as tf
@@ -57,6 +58,7 @@ __all__ = [
     "LOOP_OPS",
     "REPLAY_LOOPS",
     "replayable_loop",
+    "not_replayable",
     "LoopPlan",
     "prepare_loop",
     "loop_gradient",
@@ -74,12 +76,28 @@ _ALIASES = frozenset({"Identity", "Snapshot"})
 
 def replayable_loop(op: tf.Operation) -> bool:
     """Whether ``op`` is a ``tf.while_loop`` whose backward kswap replays."""
+    return not_replayable(op) is None
+
+
+def not_replayable(op: tf.Operation) -> str | None:
+    """Why the backward of loop op ``op`` is not replayed (None: it is).
+
+    A loop whose loop variables may change shape from step to step (shape
+    invariants looser than the initial values) is not: its per-step values
+    could not be stacked into one host tensor.
+    """
     if not REPLAY_LOOPS or op.type not in LOOP_OPS or getattr(op, "_body_graph", None) is None:
-        return False
+        return "is control flow"
     try:
-        return tf_ops._gradient_registry.lookup(op.type) is getattr(while_v2, "_WhileGrad", None)
+        grad_fn = tf_ops._gradient_registry.lookup(op.type)
     except LookupError:
-        return False
+        grad_fn = None
+    if grad_fn is None or grad_fn is not getattr(while_v2, "_WhileGrad", None):
+        return "is control flow"
+    for t_in, t_out in zip(op.inputs, op.outputs, strict=False):
+        if t_in.dtype not in (tf.variant, tf.resource) and t_in.shape != t_out.shape:
+            return f"is a loop whose variable {t_out.name} may change shape from step to step"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

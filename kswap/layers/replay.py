@@ -209,7 +209,9 @@ def plan_replay(
         if takes_variable_handles(op):
             continue  # a tf.function's or a loop's backward is replayed whole
         if op.type in CONTROL_FLOW_OPS:
-            return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) is control flow")
+            why = loops_lib.not_replayable(op) if op.type in loops_lib.LOOP_OPS else None
+            why = why or "is control flow"
+            return ReplayPlan(tuple(path), False, f"op {op.name} ({op.type}) {why}")
         if _reads_resource(op):
             return ReplayPlan(
                 tuple(path), False, f"op {op.name} ({op.type}) reads a variable directly"

@@ -54,6 +54,43 @@ def _state_outputs():
     return keras.Model(inp, keras.layers.Dense(2, activation="softmax", name="out")(h))
 
 
+@keras.saving.register_keras_serializable(package="kswap_tests")
+class Iterated(keras.layers.Layer):
+    """``h = tanh(h @ w)`` three times in a ``tf.while_loop``; ``grow`` also
+    concatenates every step's ``h`` onto a tensor whose shape invariant is looser."""
+
+    def __init__(self, grow=False, **kwargs):
+        super().__init__(**kwargs)
+        self.grow = grow
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], input_shape[-1]), name="w")
+
+    def call(self, x):
+        def body(i, acc, h):
+            h = tf.tanh(tf.matmul(h, self.w.value))
+            return i + 1, tf.concat([acc, h], axis=1) if self.grow else acc + h, h
+
+        loose = tf.TensorShape([None, None]) if self.grow else x.shape
+        invariants = (tf.TensorShape([]), loose, x.shape)
+        _, acc, _ = tf.while_loop(lambda i, *_: i < 3, body, (0, x, x), shape_invariants=invariants)
+        return tf.reshape(acc[:, :4], [-1, 4])
+
+    def get_config(self):
+        return {**super().get_config(), "grow": self.grow}
+
+
+def _iterated(grow):
+    def build():
+        inp = keras.Input((STEPS,), dtype="int32")
+        h = keras.layers.Flatten(name="flat")(keras.layers.Embedding(30, 4, name="emb")(inp))
+        h = keras.layers.Dense(4, name="dense")(h)
+        h = Iterated(grow, name="rnn")(h)
+        return keras.Model(inp, keras.layers.Dense(2, activation="softmax", name="out")(h))
+
+    return build
+
+
 CASES = {
     "lstm": _tokens(lambda: keras.layers.LSTM(6, name="rnn")),
     "gru": _tokens(lambda: keras.layers.GRU(6, name="rnn")),
@@ -66,9 +103,14 @@ CASES = {
     "dropout": _tokens(
         lambda: keras.layers.LSTM(6, dropout=0.3, recurrent_dropout=0.2, seed=2, name="rnn")
     ),
-    "masked": _tokens(lambda: keras.layers.GRU(6, name="rnn"), mask_zero=True),
+    "masked": _tokens(
+        lambda: keras.layers.LSTM(6, return_sequences=True, name="rnn"),
+        lambda: keras.layers.GRU(5, name="rnn2"),
+        mask_zero=True,
+    ),
     "state_outputs": _state_outputs,
     "conv_lstm": _conv_lstm,
+    "while_loop": _iterated(grow=False),
 }
 RECURRENT = {"rnn", "rnn2"}
 
@@ -95,7 +137,7 @@ def _dataset(model, n=20, batch=8):
 
 def _fit(model, dataset):
     keras.utils.set_random_seed(3)
-    return model.fit(dataset, epochs=2, shuffle=False, verbose=0).history["loss"]
+    return model.fit(dataset, shuffle=False, verbose=0).history["loss"]
 
 
 def _training_graph(model, dataset):
@@ -140,7 +182,9 @@ def test_fit_is_bit_identical_and_nothing_is_recomputed(case):
     assert {name: layer.fallbacks for name, layer in wrapped.items() if layer.fallbacks} == {}
 
 
-@pytest.mark.parametrize("case", ["lstm", "bidirectional", "stacked", "dropout", "conv_lstm"])
+@pytest.mark.parametrize(
+    "case", ["lstm", "bidirectional", "stacked", "dropout", "conv_lstm", "while_loop"]
+)
 def test_the_gradient_loop_reads_host_copies(case):
     off = kswap.OffloadingModel(_build(case))
     graph = _training_graph(off, _dataset(off))
@@ -203,4 +247,23 @@ def test_without_replay_the_loop_falls_back(monkeypatch):
         off_loss = _fit(off, dataset)
     np.testing.assert_array_equal(off_loss, ref_loss)
     assert off.get_layer("rnn").fallbacks
+    assert any("layer 'rnn'" in str(w.message) and "recomputed" in str(w.message) for w in caught)
+
+
+def test_a_loop_whose_values_change_shape_is_recomputed():
+    """A shape invariant looser than the initial value: the steps' values cannot be stacked."""
+    CASES["growing"] = _iterated(grow=True)
+    try:
+        ref = _build("growing")
+        off = kswap.OffloadingModel(_build("growing"))
+    finally:
+        del CASES["growing"]
+    dataset = _dataset(ref)
+    ref_loss = _fit(ref, dataset)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        off_loss = _fit(off, dataset)
+    np.testing.assert_array_equal(off_loss, ref_loss)
+    (reason,) = off.get_layer("rnn").fallbacks
+    assert "may change shape from step to step" in reason
     assert any("layer 'rnn'" in str(w.message) and "recomputed" in str(w.message) for w in caught)
