@@ -186,7 +186,13 @@ def _list_elements(op: tf.Operation, index: int) -> tf.DType | None:
     return None
 
 
-def _restored_list(op, plan: LoopPlan, t: tf.Tensor, dtype: tf.DType, fetch) -> tf.Tensor:
+def _restored_list(
+    op: tf.Operation,
+    plan: LoopPlan,
+    t: tf.Tensor,
+    dtype: tf.DType,
+    fetch: Callable[[tf.Tensor, bool], tf.Tensor],
+) -> tf.Tensor:
     """``t``, a list output of the loop, rebuilt from its host copy brought back."""
     graph = op.graph
     scope = op.name.rpartition("/")[0]
