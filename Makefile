@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # tensorflow-cpu on machines without a GPU; `make EXTRA=gpu ...` for a GPU.
 EXTRA ?= cpu
+# Test processes (pytest-xdist); each test module runs whole in one of them.
+TEST_JOBS ?= 2
 
 .PHONY: demo test lint bench clean
 
@@ -29,7 +31,7 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples
