@@ -9,10 +9,11 @@ models whose steps the layers' checks traced (``tests/applications.py``).
 
 import os
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import kswap  # noqa: E402,F401
-import pytest  # noqa: E402
 
 #: Modules that hand models over to each other, so run in the same process.
 _SHARED_GROUPS = {

@@ -106,6 +106,14 @@ class Offload(keras.layers.Wrapper):
     def compute_output_spec(self, *args, **kwargs):
         return self.layer.compute_output_spec(*args, **kwargs)
 
+    def compute_mask(self, inputs, previous_mask=None):
+        # The wrapped layer is called with the masked tensors and sets its outputs'
+        # masks itself; Keras asks this only for outputs it left without one. A layer
+        # that does not support masking drops the mask, as it does unwrapped.
+        if not self.layer.supports_masking:
+            return None
+        return self.layer.compute_mask(inputs, previous_mask)
+
     def call(self, inputs, *args, training=None, **kwargs):
         # Keras resolves `training` from the call context; pass it on explicitly,
         # so a recomputation in backward (outside that context) sees it too.
