@@ -19,12 +19,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import keras
 
-from kswap.layers.offload import Offload, check_prefetch
+from kswap.layers.offload import Offload, check_action, check_prefetch
 from kswap.optimizer_state import check_optimizer_state, place_optimizer_state
+from kswap.planning.actions import Action
+from kswap.planning.plan import Plan
 
 __all__ = ["OffloadingModel", "strip", "POLICIES", "CONV_LAYERS"]
 
@@ -117,6 +119,24 @@ def _layer_names(model) -> set[str]:
     return names
 
 
+def planned_actions(policy, prefetch: int = 1) -> dict[str, Action] | None:
+    """The per-layer actions of a :class:`~kswap.planning.Plan` or a mapping, else None.
+
+    A mapping gives layer names their actions (``{"conv1": "recompute",
+    "conv2": "swap:0"}``); ``"swap"`` and ``"recompute:host"`` take ``prefetch``.
+    """
+    if isinstance(policy, Plan):
+        return dict(zip(policy.blocks, policy.actions, strict=True))
+    if isinstance(policy, Mapping):
+        bad = [k for k in policy if not isinstance(k, str)]
+        if bad:
+            raise ValueError(
+                f"`policy` as a mapping must map layer names to actions. Received keys: {bad!r}"
+            )
+        return {name: check_action(a, prefetch) for name, a in policy.items()}
+    return None
+
+
 def _selector(policy, model) -> Callable[[keras.layers.Layer], bool]:
     if isinstance(policy, str):
         if policy == "all":
@@ -202,7 +222,7 @@ def _place_state(new: keras.Model, model: keras.Model, tier: str) -> None:
 
 
 def OffloadingModel(  # noqa: N802
-    model, policy="all", *, prefetch: int = 1, optimizer_state: str = "device"
+    model, policy="all", *, prefetch: int = 1, optimizer_state: str | None = None
 ) -> keras.Model:
     """A model that keeps the activations its backward needs in host memory.
 
@@ -213,14 +233,18 @@ def OffloadingModel(  # noqa: N802
             ``"conv"`` (the inputs of convolutions: vDNN_conv; the
             convolutions and the pass-through layers such as activations and
             padding that produce their inputs), a list of layer names, or a
-            callable ``layer -> bool``. ``"auto"`` is reserved for the
-            budget planner.
+            callable ``layer -> bool``. A :class:`kswap.planning.Plan`, or a
+            mapping from layer names to actions (``{"c1": "recompute",
+            "c2": "swap:0"}``, see :class:`kswap.layers.Offload`), wraps
+            the layers it names with their actions. ``"auto"`` is reserved
+            for the budget planner.
         prefetch: How many blocks ahead the backward brings tensors back
             (default 1: copies overlap the next block's backward). 0 brings a
             block's tensors back only once its own backward can start and the
             block after it has finished: less memory, less overlap.
         optimizer_state: Where the optimizer's slots (Adam's moments,
-            momentum buffers) live: ``"device"`` (default) or ``"host"``.
+            momentum buffers) live: ``"device"`` or ``"host"``; by default
+            the plan's when ``policy`` is a plan, else ``"device"``.
             The optimizer object is shared with ``model``, so the move
             applies to both; see :mod:`kswap.optimizer_state`.
 
@@ -232,13 +256,16 @@ def OffloadingModel(  # noqa: N802
     """
     _check_model(model, "OffloadingModel")
     prefetch = check_prefetch(prefetch)
+    actions = planned_actions(policy, prefetch)
+    if optimizer_state is None:
+        optimizer_state = policy.optimizer_state if isinstance(policy, Plan) else "device"
     optimizer_state = check_optimizer_state(optimizer_state)
     if optimizer_state == "host" and getattr(model, "optimizer", None) is None:
         raise ValueError(
             "`optimizer_state='host'` moves the optimizer's state, and this model has "
             "no optimizer. Received: an uncompiled model; compile it first."
         )
-    select = _selector(policy, model)
+    select = _selector(list(actions) if actions is not None else policy, model)
 
     def wrap(layer):
         # clone_model hands over every keras.Operation (``x + 1.0``, ``outputs["a"]``):
@@ -249,7 +276,8 @@ def OffloadingModel(  # noqa: N802
             return layer
         if not select(layer):
             return layer
-        return Offload(layer, prefetch=prefetch)
+        action = actions[layer.name] if actions is not None else "swap"
+        return Offload(layer, prefetch=prefetch, action=action)
 
     new = _transform(model, wrap)
     _compile_like(new, model)

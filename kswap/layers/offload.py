@@ -8,6 +8,13 @@ gradients with TensorFlow's own gradient functions (:mod:`kswap.layers.replay`)
 replayed fall back to recomputation with the forward's seeds
 (:mod:`kswap.layers.recompute`).
 
+A wrapper's ``action`` (a :class:`kswap.planning.Action`, as a plan gives it)
+says what happens to its block: ``"swap"`` (the above, with ``prefetch``),
+``"keep"`` (the layer runs as without kswap: TensorFlow keeps what its backward
+reads on the device), ``"recompute"`` (only the block's inputs are kept; its
+forward runs again in backward) or ``"recompute:host"`` (its inputs wait in host
+memory too). Changing it takes effect when the training step is traced again.
+
 Example:
     >>> import keras
     >>> from kswap.layers import Offload
@@ -33,8 +40,9 @@ from kswap.layers import custom as custom_lib
 from kswap.layers import loops as loops_lib
 from kswap.layers import recompute, replay, saved
 from kswap.layers.schedule import GraphState, graph_state, order_backward
+from kswap.planning.actions import Action
 
-__all__ = ["Offload", "MIN_OFFLOAD_BYTES"]
+__all__ = ["Offload", "MIN_OFFLOAD_BYTES", "check_action"]
 
 #: Tensors smaller than this stay on the device (a copy would cost more).
 MIN_OFFLOAD_BYTES = 16 * 1024
@@ -46,6 +54,20 @@ def check_prefetch(prefetch) -> int:
     if isinstance(prefetch, bool) or not isinstance(prefetch, numbers.Integral) or prefetch < 0:
         raise ValueError(f"`prefetch` must be an integer >= 0. Received: prefetch={prefetch!r}")
     return int(prefetch)
+
+
+def check_action(action, prefetch: int = 1) -> Action:
+    """The :class:`Action` of ``action``: an Action, or its text form.
+
+    ``"swap"`` and ``"recompute:host"`` take ``prefetch``; a form that gives
+    its own (``"swap:0"``) keeps it.
+    """
+    if isinstance(action, Action):
+        return action
+    if isinstance(action, str) and action.strip() in ("swap", "recompute:host"):
+        kind, _, checkpoint = action.strip().partition(":")
+        return Action(kind, check_prefetch(prefetch), checkpoint or "device")
+    return Action.parse(action)  # names `action` when it is not one
 
 
 def _bytes(t: tf.Tensor) -> int | None:
@@ -77,11 +99,15 @@ class Offload(keras.layers.Wrapper):
         prefetch: How many blocks ahead backward brings tensors back: 1 starts
             a block's swap-ins when the backward of the next block begins; 0
             when its own begins and the next block's has ended.
+        action: What happens to the block (module docstring): ``"swap"``
+            (default), ``"keep"``, ``"recompute"``, ``"recompute:host"``, a
+            form with its own prefetch (``"swap:0"``) or a
+            :class:`kswap.planning.Action`.
         **kwargs: Keras layer arguments (``name``...). The name defaults to
             the wrapped layer's.
     """
 
-    def __init__(self, layer, prefetch: int = 1, **kwargs):
+    def __init__(self, layer, prefetch: int = 1, action: str | Action = "swap", **kwargs):
         if not isinstance(layer, keras.layers.Layer):
             raise ValueError(
                 f"`layer` must be a keras.layers.Layer. Received: layer={layer!r} "
@@ -92,8 +118,21 @@ class Offload(keras.layers.Wrapper):
         kwargs.setdefault("name", layer.name)
         super().__init__(layer, **kwargs)
         self.prefetch = check_prefetch(prefetch)
+        self.action = action
         self.supports_jit = False  # XLA ignores device placement
         self.fallbacks: list[str] = []
+
+    @property
+    def action(self) -> Action:
+        """What happens to the block; setting it also sets ``prefetch``."""
+        return self._action
+
+    @action.setter
+    def action(self, value: str | Action) -> None:
+        action = check_action(value, self.prefetch)
+        self._action = action
+        if action.copies:
+            self.prefetch = action.prefetch
 
     def build(self, input_shape=None):
         if not self.layer.built:
@@ -119,8 +158,8 @@ class Offload(keras.layers.Wrapper):
         # so a recomputation in backward (outside that context) sees it too.
         if getattr(self.layer, "_call_has_training_arg", False):
             kwargs["training"] = training
-        if not record.could_possibly_record():  # no backward will run
-            return self.layer(inputs, *args, **kwargs)
+        if self._action.kind == "keep" or not record.could_possibly_record():
+            return self.layer(inputs, *args, **kwargs)  # as without kswap, or no backward
         if _hidden_float_values(args, kwargs):
             # composite values (ragged, sparse) cannot be block inputs, and a
             # closed-over float value would get no gradient: TensorFlow differentiates it
@@ -134,6 +173,7 @@ class Offload(keras.layers.Wrapper):
     def get_config(self):
         config = super().get_config()
         config["prefetch"] = self.prefetch
+        config["action"] = str(self._action)
         return config
 
 
@@ -228,6 +268,12 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
     @tf.custom_gradient
     def block(*xs):
         seeds_before = lstate.seed_values()
+        if wrapper.action.kind == "recompute":  # planned: the forward runs again in backward
+            outputs = call(xs)
+            structure["outputs"] = outputs
+            flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
+            host = wrapper.action.checkpoint == "host"
+            return flat_out, _recompute_grad(wrapper, state, index, xs, call, seeds_before, host)
         if graph:
             with record.VariableWatcher() as watcher:
                 outputs, ops, scopes = replay.record_ops(lambda: call(xs))
@@ -393,8 +439,9 @@ def _gradients(xs, source_grads, var_grads, variables):
     return source_grads
 
 
-def _recompute_grad(wrapper, state, index, xs, call, seeds_before):
-    offloaded = [_worth_offloading(x) for x in xs]
+def _recompute_grad(wrapper, state, index, xs, call, seeds_before, host: bool = True):
+    """The backward of a block re-run from its inputs, in host memory if ``host``."""
+    offloaded = [host and _worth_offloading(x) for x in xs]
     if state is not None:  # graph: through the shared state (one copy per tensor)
         for x, off in zip(xs, offloaded, strict=True):
             if off:
