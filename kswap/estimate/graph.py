@@ -18,8 +18,10 @@ Example:
     >>> hidden = keras.layers.Dense(16, activation="relu", name="hidden")(inputs)
     >>> model = keras.Model(inputs, keras.layers.Dense(2, name="out")(hidden) + 1.0)
     >>> step = trace_step(model, batch_size=4)
-    >>> [(b.name, b.kind, b.wrapped) for b in step.blocks]
-    [('hidden', 'dense', True), ('out', 'dense', True), ('add', 'op', False)]
+    >>> [(b.name, b.kind, b.wrapped) for b in step.blocks[:2]]
+    [('hidden', 'dense', True), ('out', 'dense', True)]
+    >>> step.blocks[2].kind, step.blocks[2].wrapped   # ``+ 1.0``: a Keras operation
+    ('op', False)
     >>> [tuple(t.shape) for t in step.blocks[0].outputs]
     [(4, 16)]
 """

@@ -19,10 +19,13 @@ block:
 - **input bytes**: the block's inputs, which a recompute keeps instead.
 - **forward bytes**: the most bytes its forward holds beyond its saved bytes:
   its tensors until their last use in it (or the block's end, for those used
-  later), and tensors made earlier that wait for a later block.
+  later), and tensors made earlier that wait for a later block. An
+  elementwise op (``BiasAdd``, ``Relu``, ``Mul``...) writes into an input's
+  buffer when that input is used no more, as TensorFlow's kernels do.
 - **backward bytes**: the most bytes of gradients its backward holds: the
   upstream gradients of its outputs, the gradients it makes (of its inputs
-  and intermediate tensors, freed once used), and the temporaries of kernels
+  and intermediate tensors, freed once used; ``BiasAdd`` and ``Add`` hand the
+  incoming gradient on as it is), and the temporaries of kernels
   that allocate them (see :func:`kernel_temporaries`). Weight gradients are
   persistent bytes, not counted here.
 
@@ -33,8 +36,12 @@ Example:
     >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, name="a"),
     ...                           keras.layers.ReLU(name="r"), keras.layers.Dense(2, name="b")])
     >>> blocks = analyze(trace_step(model, batch_size=4)).blocks
-    >>> [(b.name, b.saved_bytes) for b in blocks]   # a: its input; r: its output; b: its input
-    [('a', 128), ('r', 256), ('b', 0)]
+    >>> [(b.name, b.saved_bytes) for b in blocks]   # r: its output (4 x 16 floats)
+    [('a', 0), ('r', 256), ('b', 0)]
+
+``a`` reads its input for its kernel's gradient, but that is the model's input
+(on the device throughout); ``b`` reads its input, ``r``'s output, counted in
+``r``.
 """
 
 from __future__ import annotations
@@ -60,6 +67,14 @@ _OPERANDS = {
     "Conv3DBackpropInputV2": (1, 2),
     "Mul": (0, 1),
 }
+#: Elementwise ops whose kernel writes into an input's buffer when nothing else needs it
+#: (TensorFlow's ``forward_input_or_allocate_output``).
+FORWARDING_OPS = frozenset({"BiasAdd", "Relu", "Relu6", "Elu", "Selu", "Sigmoid", "Tanh",
+                            "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
+                            "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Softplus",
+                            "LeakyRelu", "Erf"})  # fmt: skip
+#: Ops whose gradient hands the incoming gradient on unchanged to same-shaped inputs.
+_PASS_GRADIENT = frozenset({"BiasAdd", "BiasAddV1", "Add", "AddV2", "AddN"})
 _NO_GRADIENT = frozenset({"StopGradient", "PreventGradient", "Shape", "ShapeN", "Size", "Rank"})
 
 
@@ -243,16 +258,29 @@ def _block(block, i, g: _Graph, owner, saved, last_use, in_flight, per_op_reads)
             local_last[g.root(t).name] = k
     live = peak = 0
     alive: dict[str, int] = {}
+
+    def wanted_after(name: str, k: int) -> bool:
+        return (
+            local_last.get(name, -1) > k
+            or last_use.get(name, i) > i
+            or name in outs
+            or name in owner
+        )
+
     for k, op in enumerate(block.ops):
+        if op.type in FORWARDING_OPS and op.outputs:
+            size = tensor_bytes(op.outputs[0])
+            for t in op.inputs:  # the output takes over a dying input's buffer
+                if t.name in alive and alive[t.name] == size and not wanted_after(t.name, k):
+                    live -= alive.pop(t.name)
+                    break
         if op.type not in VIEW_OPS:
             for t in op.outputs:
                 if g.storage(t) and owner.get(t.name) != i:
                     alive[t.name] = tensor_bytes(t)
                     live += alive[t.name]
         peak = max(peak, live)
-        for name in [n for n in alive if local_last.get(n, -1) <= k]:
-            if last_use.get(name, i) > i or name in outs or name in owner:
-                continue  # wanted after this block
+        for name in [n for n in alive if not wanted_after(n, k)]:
             live -= alive.pop(name)
     forward_bytes = peak + in_flight
     # backward: gradients of outputs first, each op's input gradients made,
@@ -270,10 +298,15 @@ def _block(block, i, g: _Graph, owner, saved, last_use, in_flight, per_op_reads)
         backward_costs.append(_backward_cost(op, g, reads))
         if op.type in VIEW_OPS or op.type in FREE_OPS:
             continue
-        made = 0
+        made, passed = 0, None
+        if op.type in _PASS_GRADIENT and op.outputs and op.outputs[0].name in grads:
+            passed = op.outputs[0]  # same-shaped inputs get this very gradient tensor
         for t in op.inputs:
             r = g.root(t)
             if g.needs_grad(t) and r.name not in g.variable and r.name not in grads:
+                if passed is not None and tensor_bytes(r) == tensor_bytes(passed):
+                    grads[r.name] = grads.pop(passed.name, 0)
+                    continue
                 grads[r.name] = tensor_bytes(r)
                 made += grads[r.name]
         live += made

@@ -8,16 +8,20 @@ reports (the command line's ``kswap plan``).
 
 Example:
     >>> import keras, kswap
-    >>> model = keras.Sequential([keras.Input((1024,)), keras.layers.Dense(1024, name="a"),
-    ...                           keras.layers.ReLU(name="relu"), keras.layers.Dense(10, name="b")])
-    >>> model.compile("sgd", "mse")
-    >>> p = kswap.plan(model, batch_size=4096, budget="30MiB", device="k40", link="pcie3")
+    >>> layers = [keras.Input((256,))]
+    >>> for i in range(4):
+    ...     layers += [keras.layers.Dense(512, name=f"d{i}"), keras.layers.ReLU(name=f"r{i}")]
+    >>> model = keras.Sequential(layers + [keras.layers.Dense(10, name="out")])
+    >>> model.compile("adam", "mse")
+    >>> p = kswap.plan(model, batch_size=2048, budget=0.8, device="k40", link="pcie3")
     >>> p.fits, p.baseline_peak_bytes > p.budget_bytes >= p.predicted_peak_bytes
     (True, True)
-    >>> kswap.plan(model, batch_size=4096, budget=0, device="k40")
+    >>> p.counts()["keep"] < len(p.blocks)      # something is swapped or recomputed
+    True
+    >>> kswap.plan(model, batch_size=2048, budget=0, device="k40")
     Traceback (most recent call last):
     ValueError: `budget` must be in (0, 1] or a byte count. Received: budget=0
-    >>> kswap.plan(model, batch_size=4096, budget="1MiB", device="k40")  # doctest: +ELLIPSIS
+    >>> kswap.plan(model, batch_size=2048, budget="1MiB", device="k40")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ValueError: No plan meets budget='1MiB' (1 MiB). The smallest feasible budget is ...
 """

@@ -16,12 +16,17 @@ Example:
     >>> import keras
     >>> from kswap.estimate import estimate_workload
     >>> model = keras.Sequential([keras.Input((32, 32, 3)),
-    ...                           keras.layers.Conv2D(8, 3, padding="same", name="conv"),
+    ...                           keras.layers.Conv2D(8, 3, padding="same", activation="relu",
+    ...                                               name="conv"),
     ...                           keras.layers.GlobalAveragePooling2D(name="gap"),
     ...                           keras.layers.Dense(10, name="dense")])
     >>> work = estimate_workload(model, batch_size=16, device="k40", optimizer="adam")
-    >>> [(b.name, b.kind, b.saved_bytes) for b in work.blocks]  # conv reads its input
-    [('conv', 'conv', 196608), ('gap', 'pool', 0), ('dense', 'dense', 512)]
+    >>> [(b.name, b.kind, b.saved_bytes) for b in work.blocks]
+    [('conv', 'conv', 524288), ('gap', 'pool', 0), ('dense', 'dense', 512)]
+
+``conv``'s ReLU reads its output (16 x 32 x 32 x 8 floats); its input is the
+model's, on the device anyway. The average pooling's gradient reads only shapes,
+and ``dense`` reads its input (16 x 8 floats).
     >>> work.weight_bytes, work.optimizer_bytes   # (224 + 90) weights of 4 bytes, Adam: 2 slots
     (1256, 2512)
 """
