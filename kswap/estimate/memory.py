@@ -25,8 +25,8 @@ block:
 - **backward bytes**: the most bytes of gradients its backward holds: the
   upstream gradients of its outputs, the gradients it makes (of its inputs
   and intermediate tensors, freed once used; ``BiasAdd`` and ``Add`` hand the
-  incoming gradient on as it is), and the temporaries of kernels
-  that allocate them (see :func:`kernel_temporaries`). Weight gradients are
+  incoming gradient on as it is). Kernels' own temporaries (a CPU's
+  ``MaxPoolGrad`` workspace) are not modelled. Weight gradients are
   persistent bytes, not counted here.
 
 Example:
@@ -54,7 +54,7 @@ from kswap.estimate.flops import FREE_OPS, LINEAR_OPS, OpCost, op_cost, tensor_b
 from kswap.estimate.graph import TracedStep
 from kswap.layers.saved import op_reads
 
-__all__ = ["BlockBytes", "StepBytes", "analyze", "kernel_temporaries", "VIEW_OPS"]
+__all__ = ["BlockBytes", "StepBytes", "analyze", "FORWARDING_OPS", "VIEW_OPS"]
 
 #: Ops whose output shares its input's buffer (TensorFlow forwards it).
 VIEW_OPS = frozenset({"Identity", "Reshape", "Squeeze", "ExpandDims", "StopGradient",
@@ -101,15 +101,6 @@ class StepBytes:
     blocks: tuple[BlockBytes, ...]
     input_bytes: int
     output_bytes: int
-
-
-def kernel_temporaries(op: tf.Operation, grads: dict[str, int]) -> int:
-    """Bytes a gradient kernel allocates beyond the gradients it returns.
-
-    None are modelled yet: every kernel is taken to write only its outputs.
-    """
-    del op, grads
-    return 0
 
 
 def _float(t: tf.Tensor) -> bool:
@@ -310,7 +301,7 @@ def _block(block, i, g: _Graph, owner, saved, last_use, in_flight, per_op_reads)
                 grads[r.name] = tensor_bytes(r)
                 made += grads[r.name]
         live += made
-        peak = max(peak, live + kernel_temporaries(op, grads))
+        peak = max(peak, live)
         for t in op.outputs:
             live -= grads.pop(t.name, 0)
     forward_costs.reverse()
