@@ -2,7 +2,8 @@
 
 Memory profiling from TensorFlow's own allocator (``kswap.profile``,
 ``kswap.measure``), lifetime-aware pool packing (``kswap.allocator``) and
-activation offloading.
+activation offloading, and planning what to swap or recompute under a memory
+budget (``kswap.plan``: statically, from a model's shapes).
 
 Importing kswap is cheap and needs no TensorFlow: it only asks TensorFlow for
 the CPU allocator that records its memory (see :mod:`kswap._env`). The names
@@ -39,7 +40,9 @@ _EXPORTS: dict[str, tuple[str, bool]] = {
     "OffloadingModel": ("kswap.offloading", True),
     "Timeline": ("kswap.trace", False),
     "Trace": ("kswap.trace", False),
+    "estimate_workload": ("kswap.estimate", True),
     "measure": ("kswap.profiler", True),
+    "plan": ("kswap.estimate", True),
     "profile": ("kswap.profiler", True),
     "strip": ("kswap.offloading", True),
 }
@@ -48,6 +51,7 @@ _EXPORTS: dict[str, tuple[str, bool]] = {
 _SUBMODULES: dict[str, bool] = {
     "allocator": False,
     "cli": False,
+    "estimate": True,
     "planning": False,
     "trace": False,
     "layers": True,
@@ -64,12 +68,15 @@ __all__ = [
     "OffloadingModel",
     "Timeline",
     "Trace",
+    "estimate_workload",
     "measure",
+    "plan",
     "profile",
     "strip",
 ]
 
 if TYPE_CHECKING:
+    from kswap.estimate import estimate_workload, plan
     from kswap.offloading import OffloadingModel, strip
     from kswap.profiler import Measurement, measure, profile
     from kswap.trace import Allocation, Timeline, Trace

@@ -5,6 +5,8 @@ Example:
     kswap profile --model keras.applications.ResNet50 --input 64,64,3 --pack --save t.json
     kswap pack t.json --plot packing.png
     kswap measure --model keras.applications.VGG16 --input 64,64,3 --batch 8 --json
+    kswap plan --model keras.applications.VGG16 --input 224,224,3 --batch 256 --classes 1000 \
+        --budget 12GiB --link pcie3 --device k40
 """
 
 from __future__ import annotations
@@ -66,7 +68,43 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("measure", help="device peak and step time as JSON")
     _add_model_args(m)
     m.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_plan_parser(sub)
     return parser
+
+
+def _one_line_error(parser: argparse.ArgumentParser):
+    """``parser.error`` that prints one line (no usage) and exits with status 2."""
+
+    def error(message: str):
+        print(f"kswap: error: {message} (see {parser.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+    return error
+
+
+def _add_plan_parser(sub) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="plan swap/recompute under a memory budget from the model's shapes (no run)",
+        description="Estimates one training step of a model from its shapes and a device "
+        "preset (nothing is run or downloaded) and plans what to swap, recompute or keep "
+        "under a memory budget.",
+    )
+    p.error = _one_line_error(p)  # type: ignore[method-assign]
+    p.add_argument(
+        "--model", required=True, help="keras.applications.VGG16 or package.module:factory"
+    )
+    p.add_argument("--input", default=None, help="input shape without batch, e.g. 224,224,3")
+    p.add_argument("--batch", default="16", help="batch size (default 16)")
+    p.add_argument("--classes", default="10", help="classes of a classifier (10)")
+    p.add_argument("--optimizer", default="adam", help="optimizer name (default adam)")
+    p.add_argument(
+        "--budget", default=None, help="12GiB, 500MB, 0.5 or 50%% (default: the device's memory)"
+    )
+    p.add_argument("--device", default="cpu", help="k40, v100, a100, h100, h200 or cpu")
+    p.add_argument("--link", default=None, help="pcie3, pcie4, pcie5, nvlink-c2c or cpu")
+    p.add_argument("--strategy", default="auto", help="auto (default), all, conv, dyn, ...")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
 
 
 def _log(msg: str) -> None:
@@ -194,17 +232,94 @@ def _measure_cmd(args) -> int:
     return 0
 
 
+def _positive_int(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={text!r}")
+    return value
+
+
+def _plan_cmd(args) -> int:
+    from kswap.planning.budget import format_bytes
+
+    # everything that needs no model is checked first, before TensorFlow starts
+    batch = _positive_int(args.batch, "batch")
+    classes = _positive_int(args.classes, "classes")
+    from kswap.estimate.plan import check_plan_arguments, static_plan
+
+    _, link, device = check_plan_arguments(args.budget, args.link, args.device, args.strategy)
+    from kswap.modelspec import build_model, parse_shape
+
+    shape = parse_shape(args.input) if args.input else None
+    model = build_model(args.model, shape, classes=classes, optimizer=args.optimizer)
+    result = static_plan(
+        model, batch, args.budget, link=link, device=device, strategy=args.strategy
+    )
+    plan, work = result.plan, result.workload
+    if args.json:
+        out = result.to_dict()
+        out["model"], out["input"] = args.model, args.input
+        print(json.dumps(out))
+        return 0
+    gib = format_bytes
+    capacity = device.memory_bytes
+    fits = result.baseline_fits_device
+    verdict = (
+        "capacity unknown"
+        if fits is None
+        else f"{'fits' if fits else 'does not fit'} the device's {gib(capacity)}"
+    )
+    counts = plan.counts()
+    tier = "host" if plan.optimizer_state == "host" else "device"
+    print(f"model            {model.name}  batch {batch}  input {args.input or 'default'}")
+    print(f"device           {device.name} ({device.description})  link {link.name}")
+    print(
+        f"persistent       weights {gib(work.weight_bytes)}, gradients {gib(work.gradient_bytes)}, "
+        f"optimizer {gib(work.optimizer_bytes)} ({work.metadata.get('optimizer')})"
+    )
+    print(f"baseline peak    {gib(plan.baseline_peak_bytes)} (estimated); {verdict}")
+    print(f"budget           {gib(plan.budget_bytes or 0)}")
+    print(
+        f"plan             {plan.strategy}: {counts['swap']} swapped, "
+        f"{counts['recompute']} recomputed, {counts['keep']} kept; optimizer state on the {tier}"
+    )
+    print(
+        f"predicted peak   {gib(plan.predicted_peak_bytes)} "
+        f"({'within' if plan.fits else 'over'} the budget)"
+    )
+    print(
+        f"step time        {plan.baseline_step_seconds * 1000:,.1f} ms baseline, "
+        f"{plan.predicted_step_seconds * 1000:,.1f} ms planned: slowdown {plan.slowdown:.3f}x"
+    )
+    print("(static estimate from shapes and the device preset; nothing was run)")
+    print()
+    print(plan.table(work))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command == "plan":
+            print(f"kswap: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+            return 2
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up quiet
     try:
         if args.command == "profile":
             return _profile(args)
         if args.command == "pack":
             return _pack_cmd(args)
+        if args.command == "plan":
+            return _plan_cmd(args)
         return _measure_cmd(args)
     except ValueError as e:
-        print(f"kswap: error: {e}", file=sys.stderr)
+        message = " ".join(str(e).split())  # one line
+        print(f"kswap: error: {message}", file=sys.stderr)
         return 2
 
 
