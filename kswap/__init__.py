@@ -36,10 +36,12 @@ __version__ = "0.1.0"
 #: Public name -> (module that defines it, whether that module needs TensorFlow).
 _EXPORTS: dict[str, tuple[str, bool]] = {
     "Allocation": ("kswap.trace", False),
+    "AutoTune": ("kswap.tuning", True),
     "Measurement": ("kswap.profiler", True),
     "OffloadingModel": ("kswap.offloading", True),
     "Timeline": ("kswap.trace", False),
     "Trace": ("kswap.trace", False),
+    "apply_plan": ("kswap.tuning", True),
     "estimate_workload": ("kswap.estimate", True),
     "measure": ("kswap.profiler", True),
     "plan": ("kswap.estimate", True),
@@ -60,14 +62,17 @@ _SUBMODULES: dict[str, bool] = {
     "optimizer_state": True,
     "profiler": True,
     "transfer": True,
+    "tuning": True,
 }
 
 __all__ = [
     "Allocation",
+    "AutoTune",
     "Measurement",
     "OffloadingModel",
     "Timeline",
     "Trace",
+    "apply_plan",
     "estimate_workload",
     "measure",
     "plan",
@@ -80,6 +85,7 @@ if TYPE_CHECKING:
     from kswap.offloading import OffloadingModel, strip
     from kswap.profiler import Measurement, measure, profile
     from kswap.trace import Allocation, Timeline, Trace
+    from kswap.tuning import AutoTune, apply_plan
 
 
 def _import(module: str, needs_tensorflow: bool, what: str):

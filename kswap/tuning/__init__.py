@@ -16,5 +16,6 @@ Example:
 from __future__ import annotations
 
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
+from kswap.tuning.autotune import AutoTune, Round
 
-__all__ = ["apply_plan", "current_actions", "wrappers"]
+__all__ = ["AutoTune", "Round", "apply_plan", "current_actions", "wrappers"]

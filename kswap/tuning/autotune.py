@@ -1,0 +1,334 @@
+"""``kswap.AutoTune``: a callback that plans what to swap, recompute or keep, from the step itself.
+
+``model.fit(x, y, callbacks=[kswap.AutoTune(budget=0.5)])`` on a model made by
+:func:`kswap.OffloadingModel`:
+
+1. after ``warmup_steps`` steps it profiles ``profile_steps`` steps with
+   TensorFlow's profiler (allocator events and op times), and reads them
+   into a :class:`~kswap.Trace`;
+2. it builds the planner's :class:`~kswap.planning.Workload` from the last
+   profiled step (:func:`kswap.profiler.workload.workload_from_trace`), makes
+   a plan within the budget (:func:`kswap.planning.make_plan`, strategy
+   ``"auto"`` by default) and applies it (:func:`kswap.tuning.apply_plan`):
+   ``fit`` goes on with a training step traced again;
+3. it profiles the next step (after one step that traces it) and compares
+   the measured device peak with the budget. Over the budget, it plans again
+   for a budget lowered by the excess, at most ``max_rounds`` plans in all.
+   The plan, the measured peak and every round are kept on the callback
+   (:attr:`AutoTune.plan`, :attr:`AutoTune.rounds`) and printed with ``verbose``.
+
+Only batch-begin hooks (and train begin/end) are used, so Keras keeps
+dispatching steps asynchronously. AutoTune starts and stops only a profiler it
+started: if another one is running (``keras.callbacks.TensorBoard(profile_batch=...)``)
+it waits for a step where none is.
+
+Example:
+    >>> import keras, numpy as np, kswap
+    >>> model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(256, name="a"),
+    ...                           keras.layers.Dense(256, name="b"), keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
+    >>> tune = kswap.AutoTune(budget=0.9, profile_steps=1, verbose=0)
+    >>> _ = kswap.OffloadingModel(model).fit(
+    ...     np.ones((512, 256)), np.ones((512, 1)), batch_size=64, callbacks=[tune], verbose=0)
+    >>> tune.plan is not None and tune.done
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import numbers
+import os
+import shutil
+import tempfile
+import warnings
+
+import keras
+import tensorflow as tf
+
+from kswap import transfer
+from kswap.planning import STRATEGIES, Link, Plan, make_plan, parse_budget
+from kswap.planning.budget import Budget, format_bytes
+from kswap.planning.link import as_link
+from kswap.trace import STEP_MARKER, Trace
+from kswap.tuning.apply import apply_plan, wrappers
+
+__all__ = ["AutoTune", "Round"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """One plan AutoTune applied, and what the step then measured.
+
+    Attributes:
+        plan: The plan applied.
+        target_bytes: The budget the plan was made for (the user's, or
+            lowered after a round over it).
+        measured_peak_bytes: The device peak of the profiled step after it
+            (None if ``fit`` ended first).
+    """
+
+    plan: Plan
+    target_bytes: int
+    measured_peak_bytes: int | None = None
+
+
+def _count(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"`{name}` must be an integer >= {low}. Received: {name}={value!r}")
+    return int(value)
+
+
+class AutoTune(keras.callbacks.Callback):
+    """Tunes an offloaded model's blocks under a device memory budget, from profiled steps.
+
+    Args:
+        budget: A fraction in (0, 1] of the device peak the step needs with
+            every block kept (0.5), a byte count, or a size such as
+            ``"12GiB"``. None: the device's capacity (a GPU's memory, or the
+            limit set by :func:`kswap.allocator.configure`); where none is
+            known AutoTune leaves the model as it is and says so.
+        strategy: The planner's strategy (:data:`kswap.planning.STRATEGIES`).
+        link: The device-host link the planner assumes: a
+            :class:`~kswap.planning.Link` or a preset name (``"pcie4"``).
+            None measures it (:func:`kswap.transfer.measure_link`).
+        warmup_steps: Steps before profiling (the first traces the step).
+        profile_steps: Steps profiled for the plan.
+        max_rounds: Plans applied at most (the first and its tightenings).
+        logdir: Where the profiler writes its traces (kept, for
+            TensorBoard's Profile plugin); None uses a temporary directory.
+        verbose: 0 silent, 1 one line per round, 2 also the plan's table.
+    """
+
+    def __init__(
+        self,
+        budget: float | int | str | Budget | None = None,
+        *,
+        strategy: str = "auto",
+        link: Link | str | None = None,
+        warmup_steps: int = 1,
+        profile_steps: int = 2,
+        max_rounds: int = 3,
+        logdir: str | None = None,
+        verbose: int = 1,
+    ):
+        super().__init__()
+        self.budget = None if budget is None else parse_budget(budget)
+        if strategy not in STRATEGIES:
+            raise ValueError(
+                f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}"
+            )
+        self.strategy = strategy
+        self.link = None if link is None else as_link(link)
+        self.warmup_steps = _count("warmup_steps", warmup_steps, 0)
+        self.profile_steps = _count("profile_steps", profile_steps, 1)
+        self.max_rounds = _count("max_rounds", max_rounds, 1)
+        if logdir is not None and not isinstance(logdir, (str, os.PathLike)):
+            raise ValueError(f"`logdir` must be a path or None. Received: logdir={logdir!r}")
+        self.logdir = None if logdir is None else os.fspath(logdir)
+        if verbose not in (0, 1, 2):
+            raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={verbose!r}")
+        self.verbose = verbose
+        self.rounds: list[Round] = []
+        self.workload = None
+        self.done = False
+        self._reset()
+
+    # ------------------------------------------------------------------ results
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan applied last (None before the first)."""
+        return self.rounds[-1].plan if self.rounds else None
+
+    @property
+    def measured_peak_bytes(self) -> int | None:
+        """The device peak measured after the last plan (None if not measured)."""
+        return self.rounds[-1].measured_peak_bytes if self.rounds else None
+
+    # ------------------------------------------------------------------ Keras hooks
+
+    def on_train_begin(self, logs=None):
+        if not wrappers(self.model):
+            raise ValueError(
+                "kswap.AutoTune tunes an offloaded model: wrap the model first, "
+                "`model = kswap.OffloadingModel(model)`, and fit that. Received: "
+                f"model={self.model.name!r} with no kswap wrappers"
+            )
+        self._reset()
+        if self.done:
+            return
+        self._budget = self.budget or _device_capacity()
+        if self._budget is None:
+            self.done = True
+            warnings.warn(
+                "kswap.AutoTune has no budget and knows no device capacity (no GPU, "
+                "no limit set by kswap.allocator.configure): it leaves the model's "
+                "blocks as they are. Pass budget=0.5 or budget='12GiB'.",
+                stacklevel=2,
+            )
+            return
+        self._next_start = self.warmup_steps
+
+    def on_train_batch_begin(self, batch, logs=None):
+        step, self._step = self._step, self._step + 1
+        if self.done:
+            return
+        self._close_marker()
+        if self._profiling and self._profiled == self.profile_steps:
+            self._finish_window()
+            if self.done:
+                return
+        if not self._profiling and step >= self._next_start:
+            self._start_profiler()
+        if self._profiling:
+            self._marker = tf.profiler.experimental.Trace(
+                STEP_MARKER, step_num=self._profiled, _r=1
+            )
+            self._marker.__enter__()
+            self._profiled += 1
+
+    def on_train_end(self, logs=None):
+        self._close_marker()
+        if self._profiling:
+            if self._profiled == self.profile_steps and not self.done:
+                self._finish_window()
+            else:  # fit ended inside the window
+                self._stop_profiler()
+        if self._own_logdir:
+            shutil.rmtree(self._own_logdir, ignore_errors=True)
+            self._own_logdir = None
+
+    # ------------------------------------------------------------------ profiling
+
+    def _reset(self) -> None:
+        self._step = 0
+        self._next_start = 0
+        self._profiling = False
+        self._profiled = 0
+        self._marker = None
+        self._own_logdir: str | None = None
+        self._budget: Budget | None = None
+
+    def _close_marker(self) -> None:
+        if self._marker is not None:
+            self._marker.__exit__(None, None, None)
+            self._marker = None
+
+    def _start_profiler(self) -> None:
+        if self.logdir is None and self._own_logdir is None:
+            self._own_logdir = tempfile.mkdtemp(prefix="kswap-autotune-")
+        self._dir = self.logdir or self._own_logdir
+        self._before = set(
+            glob.glob(os.path.join(self._dir, "plugins", "profile", "*", "*.xplane.pb"))
+        )
+        try:
+            tf.profiler.experimental.start(self._dir)
+        except tf.errors.AlreadyExistsError:  # someone else's profiler: try the next step
+            self._next_start += 1
+            return
+        self._profiling, self._profiled = True, 0
+
+    def _stop_profiler(self) -> str | None:
+        tf.profiler.experimental.stop()
+        self._profiling = False
+        after = set(glob.glob(os.path.join(self._dir, "plugins", "profile", "*", "*.xplane.pb")))
+        new = sorted(after - self._before, key=os.path.getmtime)
+        return new[-1] if new else None
+
+    def _finish_window(self) -> None:
+        from kswap.profiler.profile import read_trace
+
+        path = self._stop_profiler()
+        if path is None:
+            raise RuntimeError(f"The TensorFlow profiler wrote no trace under {self._dir!r}.")
+        trace = read_trace(path, self.model)
+        if not self.rounds or self.rounds[-1].measured_peak_bytes is not None:
+            self._plan(trace, None)
+        else:
+            self._measured(trace)
+
+    # ------------------------------------------------------------------ planning
+
+    def _plan(self, trace: Trace | None, target: int | None) -> None:
+        from kswap.profiler.workload import workload_from_trace
+
+        if trace is not None:
+            self.workload = workload_from_trace(trace, self.model)
+            if self.link is None:
+                self.link = transfer.measure_link()
+        budget = self._budget if target is None else target
+        plan = make_plan(self.workload, budget, self.link, strategy=self.strategy)
+        apply_plan(self.model, plan)
+        self.model.make_train_function(force=True)
+        self.rounds.append(Round(plan, plan.budget_bytes or 0))
+        self._next_start = self._step + 1  # the next step traces the new one
+        if self.verbose:
+            counts = ", ".join(f"{n} {k}" for k, n in plan.counts().items())
+            print(
+                f"AutoTune: plan {len(self.rounds)} for {format_bytes(plan.budget_bytes or 0)} "
+                f"(baseline {format_bytes(plan.baseline_peak_bytes)}): {counts}; optimizer "
+                f"state on the {plan.optimizer_state}; predicted peak "
+                f"{format_bytes(plan.predicted_peak_bytes)}, step x{plan.slowdown:.2f}"
+            )
+            if self.verbose > 1:
+                print(plan.table(self.workload))
+
+    def _measured(self, trace: Trace) -> None:
+        peak = trace.peak_bytes("device")
+        last = self.rounds[-1]
+        self.rounds[-1] = dataclasses.replace(last, measured_peak_bytes=peak)
+        budget_bytes = self.rounds[0].target_bytes
+        over = peak - budget_bytes
+        if self.verbose:
+            verdict = "within" if over <= 0 else "over"
+            print(
+                f"AutoTune: measured device peak {format_bytes(peak)}, {verdict} the budget "
+                f"{format_bytes(budget_bytes)}"
+                + (" (emulated on CPU)" if not transfer.has_gpu() else "")
+            )
+        if over <= 0 or len(self.rounds) >= self.max_rounds:
+            self.done = True
+            if over > 0:
+                warnings.warn(
+                    f"kswap.AutoTune: after {len(self.rounds)} plans the measured device peak "
+                    f"({format_bytes(peak)}) is still over the budget "
+                    f"({format_bytes(budget_bytes)}); the last plan stays.",
+                    stacklevel=2,
+                )
+            return
+        try:
+            self._plan(None, max(1, last.target_bytes - over))
+        except ValueError as e:  # no plan meets the lowered target: keep the last
+            self.done = True
+            warnings.warn(f"kswap.AutoTune keeps its last plan: {e}", stacklevel=2)
+
+
+def _device_capacity() -> Budget | None:
+    """The device's memory as a budget: a configured limit, or a GPU's memory; else None.
+
+    On a GPU, the memory limit of its logical device (``kswap.allocator.configure``)
+    or its total memory as ``nvidia-smi`` reports it; without a GPU, the CPU
+    allocator's limit that emulates a device (``TF_CPU_BFC_MEM_LIMIT_IN_MB``).
+    """
+    if not transfer.has_gpu():
+        mib = os.environ.get("TF_CPU_BFC_MEM_LIMIT_IN_MB", "")
+        return parse_budget(int(mib) * 2**20) if mib.isdigit() and int(mib) else None
+    gpu = tf.config.list_physical_devices("GPU")[0]
+    configs = tf.config.get_logical_device_configuration(gpu) or []
+    if configs and getattr(configs[0], "memory_limit", None):
+        return parse_budget(int(configs[0].memory_limit) * 2**20)
+    try:
+        import subprocess
+
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        return parse_budget(int(float(out)) * 2**20)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
