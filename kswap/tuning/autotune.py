@@ -48,11 +48,12 @@ import keras
 import tensorflow as tf
 
 from kswap import transfer
-from kswap.planning import STRATEGIES, Link, Plan, make_plan, parse_budget
+from kswap.optimizer_state import host_variables, place_optimizer_state
+from kswap.planning import STRATEGIES, Link, Plan, make_plan, parse_budget, smallest_budget
 from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.link import as_link
 from kswap.trace import STEP_MARKER, Trace
-from kswap.tuning.apply import apply_plan, wrappers
+from kswap.tuning.apply import apply_plan, current_actions, wrappers
 
 __all__ = ["AutoTune", "Round"]
 
@@ -133,6 +134,10 @@ class AutoTune(keras.callbacks.Callback):
         self.rounds: list[Round] = []
         self.workload = None
         self.done = False
+        #: The device peak of the first profiled step, with the model's own actions.
+        self.start_peak_bytes: int | None = None
+        #: Whether the model's own actions were put back (no plan did better).
+        self.restored = False
         self._reset()
 
     # ------------------------------------------------------------------ results
@@ -255,11 +260,21 @@ class AutoTune(keras.callbacks.Callback):
         from kswap.profiler.workload import workload_from_trace
 
         if trace is not None:
+            if self.start_peak_bytes is None:  # the model as it came: the fallback
+                self.start_peak_bytes = trace.peak_bytes("device")
+                self._start = (current_actions(self.model), _optimizer_tier(self.model))
             self.workload = workload_from_trace(trace, self.model)
             if self.link is None:
                 self.link = transfer.measure_link()
         budget = self._budget if target is None else target
-        plan = make_plan(self.workload, budget, self.link, strategy=self.strategy)
+        try:
+            plan = make_plan(self.workload, budget, self.link, strategy=self.strategy)
+        except ValueError as e:  # no plan meets the budget: the model stays as it is
+            if target is not None:
+                raise
+            self.done = True
+            warnings.warn(f"kswap.AutoTune leaves the model as it is: {e}", stacklevel=2)
+            return
         apply_plan(self.model, plan)
         self.model.make_train_function(force=True)
         self.rounds.append(Round(plan, plan.budget_bytes or 0))
@@ -288,21 +303,43 @@ class AutoTune(keras.callbacks.Callback):
                 f"{format_bytes(budget_bytes)}"
                 + (" (emulated on CPU)" if not transfer.has_gpu() else "")
             )
-        if over <= 0 or len(self.rounds) >= self.max_rounds:
+        if over <= 0:
             self.done = True
-            if over > 0:
-                warnings.warn(
-                    f"kswap.AutoTune: after {len(self.rounds)} plans the measured device peak "
-                    f"({format_bytes(peak)}) is still over the budget "
-                    f"({format_bytes(budget_bytes)}); the last plan stays.",
-                    stacklevel=2,
-                )
             return
-        try:
-            self._plan(None, max(1, last.target_bytes - over))
-        except ValueError as e:  # no plan meets the lowered target: keep the last
-            self.done = True
-            warnings.warn(f"kswap.AutoTune keeps its last plan: {e}", stacklevel=2)
+        if len(self.rounds) < self.max_rounds:
+            lowest = smallest_budget(self.workload, self.link)
+            target = max(lowest, last.target_bytes - over)
+            if target < last.target_bytes:
+                self._plan(None, target)
+                return
+        self.done = True
+        best = min(r.measured_peak_bytes or peak for r in self.rounds)
+        if self.start_peak_bytes is not None and self.start_peak_bytes < best:
+            self._restore_start()
+            kept = f"the model's own actions (measured peak {format_bytes(self.start_peak_bytes)})"
+        else:
+            kept = "its last plan"
+        warnings.warn(
+            f"kswap.AutoTune: after {len(self.rounds)} plan(s) the measured device peak "
+            f"({format_bytes(peak)}) is still over the budget ({format_bytes(budget_bytes)}); "
+            f"it keeps {kept}.",
+            stacklevel=2,
+        )
+
+    def _restore_start(self) -> None:
+        actions, tier = self._start
+        apply_plan(self.model, actions)
+        if tier is not None:
+            place_optimizer_state(self.model.optimizer, tier, self.model.trainable_variables)
+        self.model.make_train_function(force=True)
+        self.restored = True
+
+
+def _optimizer_tier(model) -> str | None:
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None:
+        return None
+    return "host" if host_variables(optimizer) else "device"
 
 
 def _device_capacity() -> Budget | None:

@@ -1,0 +1,127 @@
+"""kswap.AutoTune: arguments, refusals, and the closed loop inside fit."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kswap
+from kswap.tuning import AutoTune, current_actions
+
+STEPS = 8
+SIZE = 48
+
+
+def _model(seed=0):
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((SIZE, SIZE, 3))
+    h = inp
+    for i in range(4):
+        h = keras.layers.Conv2D(8, 3, padding="same", name=f"c{i}")(h)
+        h = keras.layers.BatchNormalization(name=f"bn{i}")(h)
+        h = keras.layers.Activation("relu", name=f"r{i}")(h)
+    h = keras.layers.GlobalAveragePooling2D(name="gap")(h)
+    out = keras.layers.Dense(4, activation="softmax", name="out")(h)
+    model = keras.Model(inp, out, name="cnn")
+    model.compile("adam", "sparse_categorical_crossentropy")
+    return model
+
+
+def _data(n=16 * STEPS):
+    rng = np.random.default_rng(0)
+    return rng.random((n, SIZE, SIZE, 3), dtype=np.float32), rng.integers(0, 4, n)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"budget": -2}, r"`budget` must be in \(0, 1\] or a byte count. Received: budget=-2"),
+        ({"budget": 1.5}, r"`budget` must be in \(0, 1\].*Received: budget=1.5"),
+        ({"budget": "lots"}, r"`budget`.*Received: budget='lots'"),
+        ({"strategy": "best"}, r"`strategy` must be one of .*Received: strategy='best'"),
+        ({"link": "usb2"}, r"link.*'usb2'"),
+        (
+            {"warmup_steps": -1},
+            r"`warmup_steps` must be an integer >= 0. Received: warmup_steps=-1",
+        ),
+        (
+            {"profile_steps": 0},
+            r"`profile_steps` must be an integer >= 1. Received: profile_steps=0",
+        ),
+        ({"max_rounds": 1.5}, r"`max_rounds` must be an integer >= 1. Received: max_rounds=1.5"),
+        ({"verbose": 3}, r"`verbose` must be 0, 1 or 2. Received: verbose=3"),
+        ({"logdir": 3}, r"`logdir` must be a path or None. Received: logdir=3"),
+    ],
+)
+def test_bad_arguments_are_refused_in_init(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AutoTune(**{"budget": 0.5, **kwargs})
+
+
+def test_keras_keeps_dispatching_steps_asynchronously(monkeypatch):
+    # Keras dispatches batch-end hooks in a thread where its backend allows it
+    # (not TensorFlow's today); a callback with a batch-end hook turns that off
+    from keras.src.callbacks import callback_list
+
+    monkeypatch.setattr(callback_list.backend, "IS_THREAD_SAFE", True)
+    assert keras.callbacks.CallbackList([AutoTune(0.5)])._async_train
+    assert not keras.callbacks.CallbackList([keras.callbacks.ProgbarLogger()])._async_train
+
+
+def test_a_plain_model_is_refused_with_the_line_to_add_and_nothing_trains():
+    model = _model()
+    before = [w.numpy().copy() for w in model.weights]
+    with pytest.raises(ValueError, match=r"model = kswap.OffloadingModel\(model\)"):
+        model.fit(*_data(), batch_size=16, callbacks=[AutoTune(0.5)], verbose=0)
+    for a, w in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(w.numpy(), a)
+
+
+def test_without_a_budget_or_a_known_capacity_it_says_so_and_changes_nothing(monkeypatch):
+    monkeypatch.delenv("TF_CPU_BFC_MEM_LIMIT_IN_MB", raising=False)
+    off = kswap.OffloadingModel(_model())
+    before = current_actions(off)
+    tune = AutoTune(verbose=0)
+    with pytest.warns(UserWarning, match="no budget and knows no device capacity"):
+        off.fit(*_data(32), batch_size=16, callbacks=[tune], verbose=0)
+    assert tune.done and tune.rounds == [] and current_actions(off) == before
+
+
+def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
+    x, y = _data()
+    ref = _model()
+    keras.utils.set_random_seed(1)
+    h_ref = ref.fit(x, y, batch_size=16, shuffle=False, verbose=0).history["loss"]
+    off = kswap.OffloadingModel(_model())
+    tune = AutoTune(0.9, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
+    keras.utils.set_random_seed(1)
+    h_off = off.fit(x, y, batch_size=16, shuffle=False, verbose=0, callbacks=[tune]).history["loss"]
+    assert tune.rounds and tune.start_peak_bytes
+    first = tune.rounds[0]
+    assert first.target_bytes == tune.plan.budget_bytes or len(tune.rounds) > 1
+    assert first.measured_peak_bytes is not None  # the step after the plan was profiled
+    if not tune.restored:
+        assert current_actions(off) == dict(zip(tune.plan.blocks, tune.plan.actions, strict=True))
+    np.testing.assert_array_equal(h_off, h_ref)
+    for a, b in zip(ref.weights, off.weights, strict=True):
+        np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=a.path)
+
+
+def test_a_budget_no_plan_meets_leaves_the_model_as_it_is_and_says_the_smallest():
+    off = kswap.OffloadingModel(_model())
+    before = current_actions(off)
+    tune = AutoTune(0.01, profile_steps=1, verbose=0, link="pcie4")
+    with pytest.warns(UserWarning, match=r"leaves the model as it is: .*smallest feasible budget"):
+        off.fit(*_data(16 * 3), batch_size=16, callbacks=[tune], verbose=0)
+    assert tune.done and tune.rounds == [] and current_actions(off) == before
+
+
+def test_a_profiler_it_did_not_start_is_left_running(tmp_path):
+    off = kswap.OffloadingModel(_model())
+    tune = AutoTune(0.6, profile_steps=1, verbose=0, link="pcie4")
+    tf.profiler.experimental.start(str(tmp_path))
+    try:
+        off.fit(*_data(16 * 3), batch_size=16, callbacks=[tune], verbose=0)
+        assert tune.rounds == []  # it never got the profiler
+    finally:
+        tf.profiler.experimental.stop()  # raises if AutoTune had stopped it
