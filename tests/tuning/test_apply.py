@@ -52,7 +52,10 @@ def _planned(model, forms):
 #: constant into the product before it (``(h * h) * 1.25`` from Multiply then
 #: Dropout into ``h * (h * 1.25)``) or sums a tree of additions in one only
 #: where an intermediate has one reader. The copies of Dropout's and Add's
-#: inputs in ``residual`` block that, and the plain model's rounding differs.
+#: inputs in ``residual`` block that, and the plain model's rounding differs:
+#: 1.5e-8 in a weight after 4 steps of SGD, 1.9e-4 with Adam (which scales
+#: near-zero gradients up), where switching the remapper off changes nothing;
+#: with constant folding and the arithmetic optimizer off it is exact.
 _HOST_COPIES_READ = {("residual", "recompute_host")}
 
 
