@@ -464,11 +464,12 @@ def _recompute_grad(wrapper, state, index, xs, call, seeds_before, host: bool = 
             back = [
                 state.swap_in(x, gate) if off else x for x, off in zip(xs, offloaded, strict=True)
             ]
-        else:
-            back = [
-                transfer.to_device(h, x.device or None) if off else x
-                for h, x, off in zip(hosts, xs, offloaded, strict=True)
-            ]
+        else:  # one device copy per tensor, as the graph's state makes
+            copies: dict = {}
+            for h, x, off in zip(hosts, xs, offloaded, strict=True):
+                if x.ref() not in copies:
+                    copies[x.ref()] = transfer.to_device(h, x.device or None) if off else x
+            back = [copies[x.ref()] for x in xs]
         source_grads, var_grads = recompute.rerun_gradients(
             wrapper.layer, back, call, upstream, list(variables or []), seeds_before
         )

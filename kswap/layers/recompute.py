@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 
@@ -63,6 +64,20 @@ def layer_state(layer) -> LayerState:
     return LayerState(seeds, non_trainable)
 
 
+def _tape_scope():
+    """The root name scope in a graph, where Keras's ``tape.gradient()`` runs.
+
+    The tape names a gradient op after its forward op wherever it runs, but
+    sums a tensor's gradients (``AddN``) in the scope it is called in. Grappler
+    sorts the inputs of commutative ops by name before it reassociates
+    products, so sums named as the plain tape names them (``AddN_<n>``, not
+    ``gradient_tape/<layer>/AddN_<n>``) keep the plain model's rounding.
+    """
+    if tf.executing_eagerly():
+        return contextlib.nullcontext()
+    return tf.compat.v1.get_default_graph().name_scope("")
+
+
 def rerun_gradients(
     layer,
     inputs: Sequence[tf.Tensor],
@@ -75,7 +90,8 @@ def rerun_gradients(
 
     Args:
         layer: The layer ``call`` runs (its state is protected).
-        inputs: The forward's inputs, already back on the device.
+        inputs: The forward's inputs, already back on the device. A tensor
+            given at several positions gets its full gradient at each.
         call: Runs the layer on a list of inputs.
         upstream: Gradient for each flat output.
         variables: Variables to differentiate (``tf.Variable``s).
@@ -87,18 +103,25 @@ def rerun_gradients(
     stats_after = [tf.identity(v.value) for v in state.non_trainable]
     for sg, value in zip(state.seeds, seeds_before, strict=True):
         sg.state.assign(value)
-    inputs = [tf.identity(t) for t in inputs]
+    # one re-run input per tensor: a tensor passed twice (``Multiply()([h, h])``)
+    # then gets its full gradient at every position, as the caller expects
+    copies: dict = {}
+    for t in inputs:
+        if t.ref() not in copies:
+            copies[t.ref()] = tf.identity(t)
+    inputs = [copies[t.ref()] for t in inputs]
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(inputs)
         for v in variables:
             tape.watch(v)
         outputs = keras.tree.flatten(call(inputs))
     pairs = [(o, g) for o, g in zip(outputs, upstream, strict=True) if g is not None]
-    grads = tape.gradient(
-        [o for o, _ in pairs],
-        list(inputs) + list(variables),
-        output_gradients=[g for _, g in pairs],
-    )
+    with _tape_scope():
+        grads = tape.gradient(
+            [o for o, _ in pairs],
+            list(inputs) + list(variables),
+            output_gradients=[g for _, g in pairs],
+        )
     # gradient ops read the re-run's values: restore state only after them
     deps = [g for g in grads if g is not None]
     with tf.control_dependencies(deps):

@@ -47,16 +47,16 @@ def _planned(model, forms):
     return {name: forms[i % len(forms)] for i, name in enumerate(names)}
 
 
-#: Every block recomputed: Grappler's constant folding and arithmetic optimizer
-#: round the adjacent re-runs' gradients differently (1.3e-7 in a weight after 4
-#: steps on ``sequential``: Dense(gelu) next to LayerNormalization); with either
-#: pass off they match. Single recomputed blocks, and recomputes between swapped
-#: or kept blocks (``mixed``), are bit-identical.
-_ADJACENT_RECOMPUTES = {
-    (kind, actions)
-    for kind in ("sequential", "residual")
-    for actions in ("recompute", "recompute_host")
-}
+#: Every block recomputed from host copies of its inputs: a host copy is one
+#: more reader of the tensor it copies, and Grappler merges a product with a
+#: constant into the product before it (``(h * h) * 1.25`` from Multiply then
+#: Dropout into ``h * (h * 1.25)``) or sums a tree of additions in one only
+#: where an intermediate has one reader. The copies of Dropout's and Add's
+#: inputs in ``residual`` block that, and the plain model's rounding differs:
+#: 1.5e-8 in a weight after 4 steps of SGD, 1.9e-4 with Adam (which scales
+#: near-zero gradients up), where switching the remapper off changes nothing;
+#: with constant folding and the arithmetic optimizer off it is exact.
+_HOST_COPIES_READ = {("residual", "recompute_host")}
 
 
 @pytest.mark.parametrize(
@@ -65,8 +65,8 @@ _ADJACENT_RECOMPUTES = {
         pytest.param(
             kind,
             actions,
-            marks=[pytest.mark.xfail(strict=True, reason="adjacent re-runs rounded by Grappler")]
-            if (kind, actions) in _ADJACENT_RECOMPUTES
+            marks=[pytest.mark.xfail(strict=True, reason="host copies block Grappler's folding")]
+            if (kind, actions) in _HOST_COPIES_READ
             else [],
         )
         for kind in KINDS
