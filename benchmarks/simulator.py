@@ -1,14 +1,14 @@
 """The simulator against measurement: predicted and measured device peak and step time.
 
     python benchmarks/simulator.py                         # MobileNetV2, ResNet50, VGG16
-    python benchmarks/simulator.py --models MobileNetV2 --repeats 1
+    python benchmarks/simulator.py --models MobileNetV2 --repeats 1 --rounds 5
 
-For each model, ``--repeats`` rounds of three fresh processes (variants
-interleaved): ``baseline`` (the plain model), ``all`` and ``conv``
+**Memory.** For each model, ``--repeats`` rounds of three fresh processes
+(variants interleaved): ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``), each measured by
 ``kswap.measure`` (warm-up, ``--steps`` timed steps, ``--steps`` profiled
 steps) as ``benchmarks/offload.py`` does. The baseline's process also
-measures the link (``kswap.transfer.measure_link``) and builds the planner's
+measures the link (``kswap.transfer.measure_link``), builds the planner's
 workload from its own trace (``kswap.profiler.workload.workload_from_trace``,
 last profiled step) and simulates three plans on it with that link:
 everything kept, every block swapped (``all``) and the blocks of kind
@@ -16,15 +16,21 @@ everything kept, every block swapped (``all``) and the blocks of kind
 block kswap wraps runs its backward ops one at a time, so the workload of
 each plan counts the wrapped blocks' backward working sets that way
 (``ordered_backward``): none for ``keep``, all for ``all``, the conv blocks
-for ``conv``.
+for ``conv``. Predicted peaks are medians over the baseline's processes,
+measured ones over each variant's processes.
 
-Predicted figures are medians over the baseline's processes, measured ones
-over each variant's processes. "time / baseline" is the median of the
-per-repeat ratios (measured) and the simulated ratio (predicted). Without a
-GPU, device memory is emulated on CPU:0 and the copies are memory copies on
-the same cores as the compute (the simulator runs them on streams of their
-own); "copy ms" is the time the offloaded step's compute threads spent in
-kswap's copies (shared wall time of its transfer ops, last profiled step).
+**Time.** Separate processes on a shared machine drift apart, so step times
+come from one process per model that builds the three variants, profiles
+each (``kswap.profile``, 2 steps), measures the link, simulates the plans on
+the baseline's workload, then runs ``--rounds`` rounds of one step of each
+variant (fit's graph, ``FitSteps``) and reports medians. Predicted times are
+the simulator's; "serial" is the baseline's predicted step plus every copy
+of the plan at the measured link one after another, as if the copies ran on
+the compute stream. Without a GPU, device memory is emulated on CPU:0 and
+the copies are memory copies on the same cores as the compute (the
+simulator runs them on streams of their own); "copy ms" is the time the
+offloaded step's ops spent in kswap's copies (their shared wall time, last
+profiled step of the in-process profile).
 """
 
 from __future__ import annotations
@@ -39,12 +45,12 @@ from offload import build_variant
 PLANS = ("keep", "all", "conv")
 
 
-def _predict(trace, model) -> dict:
+def _predict(trace, model, link=None) -> dict:
     from kswap import transfer
     from kswap.planning import simulate
     from kswap.profiler.workload import workload_from_trace
 
-    link = transfer.measure_link()
+    link = link or transfer.measure_link()
     out = {"link": link.to_dict()}
     base = workload_from_trace(trace, model, ordered_backward=False)
     conv = [b.name for b in base.blocks if b.kind == "conv"]
@@ -57,7 +63,15 @@ def _predict(trace, model) -> dict:
             "conv": ["swap" if b.kind == "conv" else "keep" for b in work.blocks],
         }[plan]
         sim = simulate(work, actions, link, optimizer_state="device")
-        out[plan] = {"peak_bytes": sim.peak_bytes, "step_seconds": sim.step_seconds}
+        swapped = [b for b in work.blocks if plan == "all" or (plan == "conv" and b.kind == "conv")]
+        copies = sum(
+            link.seconds(b.saved_bytes, "d2h") + link.seconds(b.saved_bytes, "h2d") for b in swapped
+        )
+        out[plan] = {
+            "peak_bytes": sim.peak_bytes,
+            "step_seconds": sim.step_seconds,
+            "copy_seconds": copies,
+        }
     out["profiled_step_seconds"] = base.metadata["step_seconds"]
     out["blocks"] = len(base.blocks)
     out["saved_bytes"] = base.saved_bytes
@@ -81,6 +95,39 @@ def worker(args) -> None:
     print(json.dumps(out, default=str))
 
 
+def time_worker(args) -> None:
+    """Step times of the three variants side by side in this one process, and predictions."""
+    import statistics as st
+
+    import kswap
+    from kswap import transfer
+    from kswap.modelspec import synthetic_data
+    from kswap.profiler.profile import FitSteps
+    from kswap.trace import busy_ns
+
+    models, steps, data = {}, {}, None
+    for v in ("baseline", "all", "conv"):
+        models[v] = build_variant(args.model, v, args.input)
+        if data is None:
+            data = synthetic_data(models[v], 3 * args.batch)
+        steps[v] = FitSteps(models[v], [(data[0][: args.batch], data[1][: args.batch])])
+        steps[v].warm_up(0)  # traces the step before the next variant is built
+        steps[v].run(0)
+    out = {"copy_seconds": {}}
+    link = transfer.measure_link()
+    for v, model in models.items():
+        trace = kswap.profile(model, *data, steps=2, batch_size=args.batch)
+        out["copy_seconds"][v] = busy_ns(trace, 1, "transfer") / 1e9
+        if v == "baseline":
+            out["predicted"] = _predict(trace, model, link)
+    seconds = {v: [] for v in models}
+    for _ in range(args.rounds):
+        for v, fit in steps.items():
+            seconds[v].append(fit.run(0))
+    out["step_seconds"] = {v: st.median(t) for v, t in seconds.items()}
+    print(json.dumps(out))
+
+
 def _run(args, name: str, variant: str) -> dict:
     return run_json(
         [
@@ -96,6 +143,8 @@ def _run(args, name: str, variant: str) -> dict:
             str(args.batch),
             "--steps",
             str(args.steps),
+            "--rounds",
+            str(args.rounds),
         ]
     )
 
@@ -113,14 +162,15 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
+    p.add_argument("--rounds", type=int, default=10, help="timed rounds in the time process")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        return worker(args)
+        return time_worker(args) if args.variant == "time" else worker(args)
     variants = ("baseline", "all", "conv")
-    rows, links, emulated = [], [], False
+    rows, time_rows, links, emulated = [], [], [], False
     med = statistics.median
     for name in args.models.split(","):
         runs: dict[str, list[dict]] = {v: [] for v in variants}
@@ -133,16 +183,7 @@ def main() -> None:
         links += [r["predicted"]["link"] for r in base]
         for v, plan in zip(variants, PLANS, strict=True):
             peak = med(r["device_peak_bytes"] for r in runs[v])
-            seconds = med(r["step_seconds"] for r in runs[v])
             p_peak = med(r["predicted"][plan]["peak_bytes"] for r in base)
-            p_seconds = med(r["predicted"][plan]["step_seconds"] for r in base)
-            ratio = med(
-                r["step_seconds"] / b["step_seconds"] for r, b in zip(runs[v], base, strict=True)
-            )
-            p_ratio = med(
-                r["predicted"][plan]["step_seconds"] / r["predicted"]["keep"]["step_seconds"]
-                for r in base
-            )
             peaks = [r["device_peak_bytes"] for r in runs[v]]
             rows.append(
                 [
@@ -152,15 +193,31 @@ def main() -> None:
                     mib(peak),
                     f"{mib(min(peaks))}-{mib(max(peaks))}",
                     _pct(p_peak, peak),
-                    f"{p_seconds * 1000:.0f}",
-                    f"{seconds * 1000:.0f}",
-                    _pct(p_seconds, seconds),
-                    f"{p_ratio:.2f}",
-                    f"{ratio:.2f}",
-                    f"{med(r['copy_seconds'] for r in runs[v]) * 1000:.0f}",
                 ]
             )
             print(rows[-1], flush=True)
+        timed = _run(args, name, "time")
+        print(name, "time", json.dumps(timed)[:300], flush=True)
+        links.append(timed["predicted"]["link"])
+        pred, measured = timed["predicted"], timed["step_seconds"]
+        for v, plan in zip(variants, PLANS, strict=True):
+            p_seconds = pred[plan]["step_seconds"]
+            serial = pred["keep"]["step_seconds"] + pred[plan]["copy_seconds"]
+            time_rows.append(
+                [
+                    name,
+                    v,
+                    f"{p_seconds * 1000:.0f}",
+                    f"{serial * 1000:.0f}",
+                    f"{measured[v] * 1000:.0f}",
+                    _pct(p_seconds, measured[v]),
+                    _pct(serial, measured[v]),
+                    f"{p_seconds / pred['keep']['step_seconds']:.2f}",
+                    f"{measured[v] / measured['baseline']:.2f}",
+                    f"{timed['copy_seconds'][v] * 1000:.0f}",
+                ]
+            )
+            print(time_rows[-1], flush=True)
     h2d = med(link["h2d_bytes_per_s"] for link in links) / 1e9
     d2h = med(link["d2h_bytes_per_s"] for link in links) / 1e9
     latency = med(link["latency_s"] for link in links) * 1e6
@@ -170,21 +227,25 @@ def main() -> None:
         f"{device_label(emulated)}; measured link: h2d {h2d:.2f} GB/s, d2h {d2h:.2f} GB/s, "
         f"latency {latency:.0f} us (median of {len(links)})\n"
     )
+    headers = ["model", "plan", "predicted peak MiB", "measured peak MiB", "range MiB", "error"]
+    print(table(headers, rows))
+    print(
+        f"\nstep times in one process per model, median of {args.rounds} rounds; "
+        "predicted from the baseline's profiled step\n"
+    )
     headers = [
         "model",
         "plan",
-        "predicted peak MiB",
-        "measured peak MiB",
-        "range MiB",
-        "peak error",
-        "predicted step ms",
-        "measured step ms",
-        "time error",
-        "predicted time / baseline",
-        "measured time / baseline",
+        "predicted ms",
+        "serial ms",
+        "measured ms",
+        "error",
+        "serial error",
+        "predicted / baseline",
+        "measured / baseline",
         "copy ms",
     ]
-    print(table(headers, rows))
+    print(table(headers, time_rows))
 
 
 if __name__ == "__main__":

@@ -42,8 +42,9 @@ forward):
 - ``input_bytes``: the layer's inputs, from their shapes and dtypes at the
   trace's batch size.
 - ``kind``: ``"conv"`` for the layers ``OffloadingModel(policy="conv")``
-  wraps (convolutions and the pass-through layers producing their inputs),
-  then ``"dense"``, ``"norm"`` or ``"other"``.
+  wraps (convolutions and the pass-through layers producing their inputs;
+  of an offloaded model, whose layers are kswap's wrappers, the
+  convolutions only), then ``"dense"``, ``"norm"`` or ``"other"``.
 - ``weight_bytes``: every weight; ``gradient_bytes``: the trainable ones;
   ``optimizer_bytes``: the optimizer's variables; ``other_bytes``: the rest
   of what was on the device when the step began (the batch, metrics) plus
@@ -169,7 +170,10 @@ class _LastReader:
     """The block of the last op (of ``ops``) to end at or before a time: a buffer's last reader."""
 
     def __init__(self, ops: Sequence[OpInterval], index: dict[str, int]):
-        ends = sorted((o.end_ns, index.get(o.layer) if o.layer else None) for o in ops)
+        ends = sorted(
+            ((o.end_ns, index.get(o.layer) if o.layer else None) for o in ops),
+            key=lambda e: e[0],
+        )
         self.times = [e for e, _ in ends]
         self.blocks = [k for _, k in ends]
 
