@@ -21,9 +21,10 @@ measured ones over each variant's processes.
 
 **Time.** Separate processes on a shared machine drift apart, so step times
 come from one process per model that builds the three variants, profiles
-each (``kswap.profile``, 2 steps), measures the link, simulates the plans on
-the baseline's workload, then runs ``--rounds`` rounds of one step of each
-variant (fit's graph, ``FitSteps``) and reports medians. Predicted times are
+each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of one
+step of each variant (fit's graph, ``FitSteps``), measures the link,
+simulates the plans on the workload of the baseline's median profiled step,
+and reports the rounds' medians. Predicted times are
 the simulator's; "serial" is the baseline's predicted step plus every copy
 of the plan at the measured link one after another, as if the copies ran on
 the compute stream. Without a GPU, device memory is emulated on CPU:0 and
@@ -43,20 +44,22 @@ from _common import device_label, mib, run_json, table
 from offload import build_variant
 
 PLANS = ("keep", "all", "conv")
+#: Profiled steps per variant in the time process (the baseline's median one is planned).
+PROFILED = 5
 
 
-def _predict(trace, model, link=None) -> dict:
+def _predict(trace, model, link=None, step=None) -> dict:
     from kswap import transfer
     from kswap.planning import simulate
     from kswap.profiler.workload import workload_from_trace
 
     link = link or transfer.measure_link()
     out = {"link": link.to_dict()}
-    base = workload_from_trace(trace, model, ordered_backward=False)
+    base = workload_from_trace(trace, model, step=step, ordered_backward=False)
     conv = [b.name for b in base.blocks if b.kind == "conv"]
     for plan in PLANS:
         ordered = {"keep": False, "all": True, "conv": conv}[plan]
-        work = workload_from_trace(trace, model, ordered_backward=ordered)
+        work = workload_from_trace(trace, model, step=step, ordered_backward=ordered)
         actions = {
             "keep": "keep",
             "all": "swap",
@@ -109,22 +112,34 @@ def time_worker(args) -> None:
     for v in ("baseline", "all", "conv"):
         models[v] = build_variant(args.model, v, args.input)
         if data is None:
-            data = synthetic_data(models[v], 3 * args.batch)
+            data = synthetic_data(models[v], (PROFILED + 1) * args.batch)
         steps[v] = FitSteps(models[v], [(data[0][: args.batch], data[1][: args.batch])])
         steps[v].warm_up(0)  # traces the step before the next variant is built
         steps[v].run(0)
+    seconds: dict[str, list[float]] = {v: [] for v in models}
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            for v, fit in steps.items():
+                seconds[v].append(fit.run(0))
+
+    # half the rounds, the profiles, the other half: a slow spell hits both
+    rounds(args.rounds // 2)
     out = {"copy_seconds": {}}
     link = transfer.measure_link()
     for v, model in models.items():
-        trace = kswap.profile(model, *data, steps=2, batch_size=args.batch)
-        out["copy_seconds"][v] = busy_ns(trace, 1, "transfer") / 1e9
+        trace = kswap.profile(model, *data[:2], steps=PROFILED, batch_size=args.batch)
+        lengths = [hi - lo for lo, hi in trace.steps]
+        median_step = sorted(range(len(lengths)), key=lengths.__getitem__)[len(lengths) // 2]
+        out["copy_seconds"][v] = st.median(
+            busy_ns(trace, i, "transfer") / 1e9 for i in range(len(trace.steps))
+        )
         if v == "baseline":
-            out["predicted"] = _predict(trace, model, link)
-    seconds = {v: [] for v in models}
-    for _ in range(args.rounds):
-        for v, fit in steps.items():
-            seconds[v].append(fit.run(0))
+            out["predicted"] = _predict(trace, model, link, step=median_step)
+            out["profiled_steps_seconds"] = [n / 1e9 for n in lengths]
+    rounds(args.rounds - args.rounds // 2)
     out["step_seconds"] = {v: st.median(t) for v, t in seconds.items()}
+    out["emulated"] = not transfer.has_gpu()
     print(json.dumps(out))
 
 
@@ -163,6 +178,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     p.add_argument("--rounds", type=int, default=10, help="timed rounds in the time process")
+    p.add_argument("--parts", default="memory,time", help="memory, time or both")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
@@ -172,16 +188,19 @@ def main() -> None:
     variants = ("baseline", "all", "conv")
     rows, time_rows, links, emulated = [], [], [], False
     med = statistics.median
+    parts = set(args.parts.split(","))
     for name in args.models.split(","):
         runs: dict[str, list[dict]] = {v: [] for v in variants}
-        for _ in range(args.repeats):
+        for _ in range(args.repeats if "memory" in parts else 0):
             for v in variants:
                 runs[v].append(_run(args, name, v))
-                print(name, v, json.dumps(runs[v][-1])[:300], flush=True)
+                print(name, v, json.dumps(runs[v][-1]), flush=True)
         base = runs["baseline"]
         emulated |= any(r.get("emulated", False) for r in base)
         links += [r["predicted"]["link"] for r in base]
         for v, plan in zip(variants, PLANS, strict=True):
+            if not base:
+                break
             peak = med(r["device_peak_bytes"] for r in runs[v])
             p_peak = med(r["predicted"][plan]["peak_bytes"] for r in base)
             peaks = [r["device_peak_bytes"] for r in runs[v]]
@@ -196,8 +215,11 @@ def main() -> None:
                 ]
             )
             print(rows[-1], flush=True)
+        if "time" not in parts:
+            continue
         timed = _run(args, name, "time")
-        print(name, "time", json.dumps(timed)[:300], flush=True)
+        print(name, "time", json.dumps(timed), flush=True)
+        emulated |= timed.get("emulated", False)
         links.append(timed["predicted"]["link"])
         pred, measured = timed["predicted"], timed["step_seconds"]
         for v, plan in zip(variants, PLANS, strict=True):
