@@ -45,8 +45,12 @@ forward):
   wraps (convolutions and the pass-through layers producing their inputs;
   of an offloaded model, whose layers are kswap's wrappers, the
   convolutions only), then ``"dense"``, ``"norm"`` or ``"other"``.
-- ``weight_bytes``: every weight; ``gradient_bytes``: the trainable ones;
-  ``optimizer_bytes``: the optimizer's variables; ``other_bytes``: the rest
+- ``gradient_bytes`` of a block: its trainable weights' (Keras keeps every
+  gradient until the update), which the simulator counts from the block's
+  backward on; the workload's ``gradient_bytes``: those of trainable weights
+  of no block.
+- ``weight_bytes``: every weight; ``optimizer_bytes``: the optimizer's
+  variables; ``other_bytes``: the rest
   of what was on the device when the step began (the batch, metrics) plus
   saved bytes of no block (the loss's).
 
@@ -343,6 +347,12 @@ def workload_from_trace(
             raise ValueError(
                 f"`ordered_backward` names blocks the model does not have: {unknown[:5]}"
             )
+    trainable = {id(v): v for v in model.trainable_weights}
+    grads = [0] * len(names)
+    for k, (_, layer) in enumerate(layers):
+        for v in layer.trainable_weights:
+            if trainable.pop(id(v), None) is not None:  # a shared weight counts once
+                grads[k] += variable_bytes(v)
     blocks = []
     for k, (block_name, layer) in enumerate(layers):
         blocks.append(
@@ -357,14 +367,14 @@ def workload_from_trace(
                     sets["backward"][k]
                 ),
                 kind=kinds[id(layer)],
+                gradient_bytes=grads[k],
             )
         )
 
     # --- persistent bytes -----------------------------------------------------
     weights = {id(v): v for v in model.weights}
-    trainable = {id(v): v for v in model.trainable_weights}
     weight_bytes = sum(variable_bytes(v) for v in weights.values())
-    gradient_bytes = sum(variable_bytes(v) for v in trainable.values())
+    gradient_bytes = sum(variable_bytes(v) for v in trainable.values())  # of no block
     optimizer = getattr(model, "optimizer", None)
     slots = {id(v): v for v in (optimizer.variables if optimizer is not None else ())}
     optimizer_bytes = sum(variable_bytes(v) for v in slots.values())

@@ -97,7 +97,10 @@ def test_saved_bytes_go_to_the_block_whose_backward_frees_them():
     assert saved == {"conv": 0, "relu": 500, "flat": 0, "head": 70}
     # the loss's saved tensor is in no block; 1000 resident less weights and slots
     weights = sum(v.numpy().nbytes for v in _model().weights)
-    assert work.weight_bytes == weights == work.gradient_bytes
+    assert work.weight_bytes == weights == sum(b.gradient_bytes for b in work.blocks)
+    # the weights' gradients are held from their block's backward: conv 3x3x3x4 + 4, head 256x2 + 2
+    assert [b.gradient_bytes for b in work.blocks] == [448, 0, 0, 2056]
+    assert work.gradient_bytes == 0
     assert work.other_bytes == max(1000 - weights - work.optimizer_bytes, 0) + 10
 
 
