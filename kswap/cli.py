@@ -148,6 +148,8 @@ def _profile(args) -> int:
     print()
     print(f"bytes alive at the device peak, by layer and phase, MiB (top {args.top}):")
     _layer_table(trace.by_layer_phase("device"), m.device_peak_bytes, args.top)
+    if trace.ops and trace.steps:
+        _time_table(trace, args.top)
     if args.logdir:
         print(f"\nraw trace: tensorboard --logdir {args.logdir}  (Profile > memory_profile)")
     if args.save:
@@ -189,6 +191,43 @@ def _layer_table(rows: dict, peak: int, top: int) -> None:
             for p, size in phases.items():
                 rest[p] = rest.get(p, 0) + size
         print(line(f"({len(items) - top} more)", rest))
+
+
+_TIME_COLUMNS = ("forward", "backward", "transfer", "update")
+
+
+def _time_table(trace, top: int) -> None:
+    """Prints op time per layer and phase in the last profiled step, ms, largest first.
+
+    Ops running together share the time they overlap, so the rows add up to
+    the time any op ran (less than the step: the executor's own gaps).
+    """
+    from kswap.trace import busy_ns
+
+    step = len(trace.steps) - 1
+    lo, hi = trace.steps[step]
+    rows = list(trace.op_time_by_layer_phase(step=step).items())
+    print(
+        f"\nop time in the last profiled step, by layer and phase, ms (top {top}; "
+        f"ops ran {busy_ns(trace, step) / 1e6:,.1f} of its {(hi - lo) / 1e6:,.1f} ms, "
+        "overlapping ops sharing their time):"
+    )
+    width = max([len(k) for k, _ in rows[:top]] + [5])
+    head = "".join(f"{c:>10}" for c in _TIME_COLUMNS)
+    print(f"  {'layer':<{width}}  {'total':>9}{head}")
+
+    def line(name: str, phases: dict) -> str:
+        cells = "".join(f"{phases.get(c, 0) / 1e6:>10,.2f}" for c in _TIME_COLUMNS)
+        return f"  {name:<{width}}  {sum(phases.values()) / 1e6:>9,.2f}{cells}"
+
+    for name, phases in rows[:top]:
+        print(line(name, phases))
+    if len(rows) > top:
+        rest: dict[str, int] = {}
+        for _, phases in rows[top:]:
+            for p, ns in phases.items():
+                rest[p] = rest.get(p, 0) + ns
+        print(line(f"({len(rows) - top} more)", rest))
 
 
 def _pack_report(trace, algorithms, plot) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import statistics
+import time
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_list_ops
@@ -38,6 +40,7 @@ __all__ = [
     "host_stand_in",
     "move_variable",
     "host_update",
+    "measure_link",
 ]
 
 #: Name scope of every op that puts a tensor in the host tier.
@@ -162,3 +165,81 @@ def host_update():
     """
     with tf.name_scope(HOST_SCOPE):
         yield
+
+
+def _timed_copies(direction: str, nbytes: int, repeats: int, round_trips: int = 0) -> float:
+    """Median seconds of a ``tf.function`` copying ``nbytes`` in ``direction`` once.
+
+    The copy is the one kswap's blocks make (:func:`to_host`, :func:`to_device`);
+    with ``round_trips``, the copy then goes that many times there and back,
+    each copy waiting for the one before. The function returns one element,
+    read back to wait for it.
+    """
+    n = max(nbytes // 4, 1)
+    source = "/CPU:0" if direction == "h2d" and has_gpu() else device_name()
+    with tf.device(source):
+        x = tf.random.uniform((n,), dtype=tf.float32)
+    first, second = (to_device, to_host) if direction == "h2d" else (to_host, to_device)
+
+    @tf.function
+    def run(t):
+        t = first(t)
+        for _ in range(round_trips):
+            t = first(second(t))
+        return t[:1]
+
+    run(x).numpy()  # trace and warm up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run(x).numpy()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_link(nbytes: int = 64 * 2**20, *, repeats: int = 5, small_bytes: int = 2**16):
+    """The link between the tiers, measured: a :class:`kswap.planning.Link` named ``"measured"``.
+
+    Times kswap's own copies inside a ``tf.function`` each way: on a GPU the
+    device-to-host copy into TensorFlow's pinned host pool and back; on a
+    machine without one the emulated copy (``DeepCopy`` on ``CPU:0``). Two
+    sizes give the bandwidth, so the function call's cost cancels out:
+    ``bandwidth = (nbytes - small_bytes) / (t(nbytes) - t(small_bytes))``.
+    The latency is a copy's fixed cost inside the graph: the time 16 round
+    trips of the small tensor add to one copy, per copy, less the bytes'
+    own time.
+
+    Args:
+        nbytes: Bytes of the large copy (> ``small_bytes``).
+        repeats: Copies timed per size and direction (median).
+        small_bytes: Bytes of the small copy.
+
+    Example:
+        >>> from kswap import transfer
+        >>> link = transfer.measure_link(8 * 2**20, repeats=3)
+        >>> link.name, link.h2d_bytes_per_s > 0
+        ('measured', True)
+    """
+    from kswap.planning import Link
+
+    for name, value in (("nbytes", nbytes), ("small_bytes", small_bytes), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")
+    if nbytes <= small_bytes:
+        raise ValueError(
+            f"`nbytes` must be more than `small_bytes` ({small_bytes}). Received: nbytes={nbytes}"
+        )
+    rates = {}
+    for direction in ("d2h", "h2d"):
+        small = _timed_copies(direction, small_bytes, repeats)
+        large = _timed_copies(direction, nbytes, repeats)
+        # a large copy faster than a small one: timer noise; its own rate is the best guess
+        rates[direction] = (
+            (nbytes - small_bytes) / (large - small) if large > small else nbytes / large
+        )
+    trips = 16
+    chained = _timed_copies("d2h", small_bytes, repeats, trips)
+    single = _timed_copies("d2h", small_bytes, repeats)
+    per_copy = max(chained - single, 0.0) / (2 * trips)
+    transfer_s = small_bytes / 2 * (1 / rates["h2d"] + 1 / rates["d2h"])
+    return Link(rates["h2d"], rates["d2h"], max(per_copy - transfer_s, 0.0), "measured")

@@ -29,6 +29,10 @@ def test_profile_prints_peak_time_and_layers(capsys, tmp_path):
     text = capsys.readouterr().out
     assert "device peak" in text and "(emulated on CPU:0)" in text and "step time" in text
     assert "hidden" in text and "out" in text
+    assert "op time in the last profiled step" in text
+    timed = text.split("op time in the last profiled step")[1].splitlines()
+    hidden = next(r for r in timed if r.strip().startswith("hidden")).split()
+    assert float(hidden[1]) > 0 and float(hidden[2]) > 0  # total, forward (ms)
     import kswap
 
     assert kswap.Trace.from_json(out).peak_bytes() > 0

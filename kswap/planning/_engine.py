@@ -77,6 +77,7 @@ class Engine:
         self.inp = [b.input_bytes for b in blocks]
         self.fb = [b.forward_bytes for b in blocks]
         self.bb = [b.backward_bytes for b in blocks]
+        self.gb = [b.gradient_bytes for b in blocks]
         self.out_saved = [link.seconds(s, "d2h") for s in self.saved]
         self.in_saved = [link.seconds(s, "h2d") for s in self.saved]
         self.out_inp = [link.seconds(s, "d2h") for s in self.inp]
@@ -110,7 +111,7 @@ class Engine:
         """Simulates one step with one code per block and the slots' tier."""
         n = self.n
         self.work += n + 1
-        saved, inp, fb, bb = self.saved, self.inp, self.fb, self.bb
+        saved, inp, fb, bb, gb = self.saved, self.inp, self.fb, self.bb, self.gb
         fe, rec, bwd = self.fe, self.rec, self.bwd
         out_saved, out_inp, in_saved, in_inp = (
             self.out_saved,
@@ -199,6 +200,8 @@ class Engine:
                     spans.append(("compute", bs, end, j, "recompute"))
                 bs = end
             be = bs + bwd[j]
+            if gb[j]:  # its weights' gradients, kept until the update
+                add((bs, gb[j]))
             if bb[j]:
                 add((bs, bb[j]))
                 add((be, -bb[j]))

@@ -26,7 +26,8 @@ bytes over time and when each stream is busy. The model:
   forward ends (recomputed; again from its recompute's start); a recomputed
   block's ``input_bytes`` from its forward to its backward (or, on the host,
   like a swap); ``forward_bytes`` during a forward or recompute;
-  ``backward_bytes`` during a backward. The device peak is the most of their
+  ``backward_bytes`` during a backward; a block's ``gradient_bytes`` from its
+  backward's start to the step's end. The device peak is the most of their
   sum at any instant; a buffer freed at an instant is gone before one
   allocated at the same instant arrives.
 - **Optimizer slots in host memory** stream in and out over the link while

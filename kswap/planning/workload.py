@@ -73,6 +73,10 @@ class Block:
             vDNN's ``conv`` policy swaps the blocks of kind ``"conv"``.
         swappable: Whether its saved tensors may go to the host.
         recomputable: Whether its forward may be re-run in backward.
+        gradient_bytes: Bytes its backward makes that stay on the device
+            until the optimizer's update: its weights' gradients. They are
+            counted from its backward on; ``Workload.gradient_bytes`` holds
+            the gradients of no block, counted through the whole step.
     """
 
     name: str
@@ -86,11 +90,18 @@ class Block:
     kind: str = "other"
     swappable: bool = True
     recomputable: bool = True
+    gradient_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"`name` must be a non-empty string. Received: name={self.name!r}")
-        for name in ("saved_bytes", "input_bytes", "forward_bytes", "backward_bytes"):
+        for name in (
+            "saved_bytes",
+            "input_bytes",
+            "forward_bytes",
+            "backward_bytes",
+            "gradient_bytes",
+        ):
             object.__setattr__(self, name, as_bytes(name, getattr(self, name)))
         if self.recompute_seconds is None:
             object.__setattr__(self, "recompute_seconds", self.forward_seconds)
@@ -112,7 +123,9 @@ class Workload:
     Attributes:
         blocks: The blocks in forward order (backward runs in reverse).
         weight_bytes: The model's weights.
-        gradient_bytes: The weights' gradients (alive at the step's end).
+        gradient_bytes: The weights' gradients (alive at the step's end) that
+            no block's ``gradient_bytes`` holds; counted through the whole
+            step (conservative: they are made during the backward).
         optimizer_bytes: The optimizer's slots (Adam: twice the weights);
             on the device unless a plan puts them in host memory.
         other_bytes: Any other bytes alive through the step that do not grow

@@ -49,6 +49,8 @@ _SUFFIX = re.compile(r"_\d+$")
 _PREFIXES = ("gradient_tape",)
 # the tape's zeros for an output that gets no gradient
 _ZEROS_LIKE = re.compile(r"(^|/)zeros_like(_\d+)?$")
+# the tape's sum of the gradients of a tensor read more than once, at the root
+_TAPE_SUM = re.compile(r"^AddN(_\d+)?$")
 # The call of the step function in fit's training function: at the start of the
 # name, alone or inside the while loop (and its conditionals) of several steps.
 _FIT_CALL = re.compile(
@@ -155,7 +157,8 @@ def phase_resolver(
             optimizer's update (the optimizer's name).
 
     Ops under ``gradient_tape/`` are backward, and so are the zeros the tape
-    makes at the root (``zeros_like_3``) for outputs that get no gradient.
+    makes at the root (``zeros_like_3``) for outputs that get no gradient and
+    its sums (``AddN_7``) of the gradients of a tensor read more than once.
     So are ops of a layer that run outside the model's own scope
     (``lstm_1/while`` in a model whose forward runs under ``model_1/``):
     only a recomputation in backward calls a layer there. Everything else is
@@ -165,8 +168,8 @@ def phase_resolver(
         >>> tree = LayerTree("m", (LayerTree("lstm"),))
         >>> phase_of = phase_resolver(tree, ("kswap_device_tier",), ("adam",))
         >>> [phase_of(op) for op in ("m_1/lstm_1/while", "lstm_1/while", "zeros_like_2",
-        ...     "kswap_device_tier/DeepCopy", "adam/Mul", "compile_loss/Sum")]
-        ['forward', 'backward', 'backward', 'transfer', 'update', 'forward']
+        ...     "AddN_3", "kswap_device_tier/DeepCopy", "adam/Mul", "compile_loss/Sum")]
+        ['forward', 'backward', 'backward', 'backward', 'transfer', 'update', 'forward']
     """
     transfers = tuple(transfer_scopes)
     updates = tuple(update_scopes)
@@ -178,8 +181,10 @@ def phase_resolver(
         if any(in_scope(name, scope) for scope in transfers):
             return "transfer"
         parts = name.split("/")
-        if parts[0] in _PREFIXES or (len(parts) == 1 and _ZEROS_LIKE.search(name)):
-            return "backward"  # the tape's own ops (its zeros) are at the root
+        if parts[0] in _PREFIXES or (
+            len(parts) == 1 and (_ZEROS_LIKE.search(name) or _TAPE_SUM.match(name))
+        ):
+            return "backward"  # the tape's own ops (its zeros, its sums) are at the root
         if len(parts) > 1 and not _matches(tree.name, parts[0]):
             if tree.child(parts[0]) is not None or _descendant(tree, parts[0]) is not None:
                 return "backward"

@@ -270,6 +270,7 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         dataclasses.replace(e, tf_op=step_op_name(e.tf_op)) if e.tf_op else e
         for e in space.memory_events
     ]
+    ops = [dataclasses.replace(o, op=step_op_name(o.op)) for o in space.op_events]
     emulated = not transfer.has_gpu()
     tree = layer_tree(model)
     layer_of = resolver(tree)
@@ -281,7 +282,7 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         return bool(optimizer_scope) and op.startswith(f"{optimizer_scope}/")
 
     # ops that copy or mirror a layer's tensor outside its scope get its layer
-    names = {e.tf_op for e in events if e.tf_op}
+    names = {e.tf_op for e in events if e.tf_op} | {o.op for o in ops}
     wanted = {
         op
         for op in names
@@ -316,6 +317,7 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         residents=residents,
         host_residents=host_residents,
         metadata=metadata,
+        ops=ops,
     )
     if not trace.tier("device") or trace.peak_bytes("device") == 0:
         raise RuntimeError(

@@ -1,7 +1,8 @@
 """The trace model and trace reading: framework-free.
 
-``Trace`` holds buffer lifetimes; ``read_xspace`` reads a profiler file;
-``build_trace`` turns its allocator events into a ``Trace``.
+``Trace`` holds buffer lifetimes and op intervals; ``read_xspace`` reads a
+profiler file; ``build_trace`` turns its allocator events and op events into
+a ``Trace``; ``kswap.trace.optime`` sums op time per layer and phase.
 """
 
 from kswap.trace.build import build_trace, tier_of
@@ -12,14 +13,25 @@ from kswap.trace.model import (
     UNATTRIBUTED,
     UNKNOWN_PHASE,
     Allocation,
+    OpInterval,
     Timeline,
     Trace,
 )
-from kswap.trace.xspace import STEP_MARKER, MemoryEvent, StepMarker, XSpaceEvents, read_xspace
+from kswap.trace.optime import busy_ns, time_by_layer, time_by_layer_phase
+from kswap.trace.xspace import (
+    STEP_MARKER,
+    MemoryEvent,
+    OpEvent,
+    StepMarker,
+    XSpaceEvents,
+    read_xspace,
+)
 
 __all__ = [
     "Allocation",
     "MemoryEvent",
+    "OpEvent",
+    "OpInterval",
     "PHASES",
     "RESIDENT",
     "STEP_MARKER",
@@ -31,6 +43,9 @@ __all__ = [
     "UNKNOWN_PHASE",
     "XSpaceEvents",
     "build_trace",
+    "busy_ns",
     "read_xspace",
     "tier_of",
+    "time_by_layer",
+    "time_by_layer_phase",
 ]

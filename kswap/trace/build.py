@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kswap.trace.model import RESIDENT, Allocation, Trace
-from kswap.trace.xspace import MemoryEvent, StepMarker
+from kswap.trace.model import RESIDENT, Allocation, OpInterval, Trace
+from kswap.trace.xspace import MemoryEvent, OpEvent, StepMarker
 
-__all__ = ["build_trace", "in_scope", "tier_of"]
+__all__ = ["build_ops", "build_trace", "in_scope", "tier_of"]
 
 _GPU_ALLOCATOR = re.compile(r"^GPU_\d+_bfc$")
 
@@ -63,6 +63,7 @@ def build_trace(
     host_residents: Mapping[str, Iterable[int]] | None = None,
     allocators: Callable[[str], bool] | None = None,
     metadata: Mapping | None = None,
+    ops: Sequence[OpEvent] = (),
 ) -> Trace:
     """Builds a :class:`Trace` from time-sorted allocator events.
 
@@ -84,14 +85,25 @@ def build_trace(
             total holds them too, and they are moved from device to host.
         allocators: Which allocators to read (by name); all if None.
         metadata: Stored as ``Trace.metadata``.
+        ops: Op executions (see :func:`build_ops`), sorted by start time; they
+            get their layer and phase from ``layer_of`` and ``phase_of``.
 
     Returns:
-        The trace; times are ns from the first event or step marker.
+        The trace; times are ns from the first event, op or step marker.
     """
     if allocators is not None:
         events = [e for e in events if allocators(e.allocator)]
-    origin_ps = min([e.time_ps for e in events[:1]] + [s.start_ps for s in steps[:1]], default=0)
-    end_ps = max([e.time_ps for e in events[-1:]] + [s.end_ps for s in steps[-1:]], default=0)
+    ops = _timed_ops(ops)
+    origin_ps = min(
+        [e.time_ps for e in events[:1]]
+        + [s.start_ps for s in steps[:1]]
+        + [o.start_ps for o in ops[:1]],
+        default=0,
+    )
+    end_ps = max(
+        [e.time_ps for e in events[-1:]] + [s.end_ps for s in steps[-1:]] + [o.end_ps for o in ops],
+        default=0,
+    )
 
     def ns(ps: int) -> int:
         return (ps - origin_ps) // 1000
@@ -148,7 +160,59 @@ def build_trace(
         duration_ns=duration,
         emulated=emulated,
         metadata=dict(metadata or {}),
+        ops=build_ops(ops, origin_ps, step_at, names),
     )
+
+
+def _timed_ops(ops: Sequence[OpEvent]) -> list[OpEvent]:
+    """The ops that measure compute: a GPU's kernels and copies if any, else the host's.
+
+    On a GPU the host's op events are the launches of the kernels (and the
+    ops that run on the host); the device's time is in its kernels.
+    """
+    device = [o for o in ops if o.on_device]
+    return sorted(device or ops, key=lambda o: (o.start_ps, o.end_ps))
+
+
+def build_ops(
+    ops: Sequence[OpEvent],
+    origin_ps: int,
+    step_at: Callable[[int], int | None],
+    names: Callable[[str | None], tuple[str | None, str | None]],
+) -> tuple[OpInterval, ...]:
+    """:class:`OpInterval` per op event: times in ns from ``origin_ps``, layer and phase.
+
+    Args:
+        ops: Op events, sorted by start time.
+        origin_ps: The trace's time 0 (ps).
+        step_at: Start time (ns) -> the profiled step it lies in, or None.
+        names: Op name -> ``(layer, phase)``.
+
+    Example:
+        >>> from kswap.trace.xspace import OpEvent
+        >>> build_ops([OpEvent("m/d/MatMul", "MatMul", 5000, 9000)], 1000,
+        ...           lambda t: 0, lambda op: ("d", "forward"))
+        (OpInterval(op='m/d/MatMul', type='MatMul', start_ns=4, end_ns=8, line='', \
+on_device=False, layer='d', phase='forward', step=0),)
+    """
+    out = []
+    for o in ops:
+        start = (o.start_ps - origin_ps) // 1000
+        layer, phase = names(o.op)
+        out.append(
+            OpInterval(
+                op=o.op,
+                type=o.type,
+                start_ns=start,
+                end_ns=max((o.end_ps - origin_ps) // 1000, start),
+                line=o.line,
+                on_device=o.on_device,
+                layer=layer,
+                phase=phase,
+                step=step_at(start),
+            )
+        )
+    return tuple(out)
 
 
 class _Names:

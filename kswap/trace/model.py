@@ -3,7 +3,9 @@
 A :class:`Trace` is what :func:`kswap.profile` returns: one :class:`Allocation`
 per buffer the allocators handed out (plus the bytes that were already in use
 when profiling began), with its size, lifetime, producing op, Keras layer,
-memory tier and training step. Everything here is plain Python, free of any
+memory tier and training step, and one :class:`OpInterval` per op execution
+(when it ran, on which thread or stream, its layer and phase); see
+:mod:`kswap.trace.optime` for the time summaries. Everything here is plain Python, free of any
 framework, so traces can be saved, loaded, compared and planned on anywhere.
 
 Example:
@@ -29,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "Allocation",
+    "OpInterval",
     "Timeline",
     "Trace",
     "TIERS",
@@ -115,6 +118,48 @@ class Allocation:
 
 
 @dataclasses.dataclass(frozen=True)
+class OpInterval:
+    """One execution of an op: ``[start_ns, end_ns)`` from the start of the trace.
+
+    Attributes:
+        op: The op's full name in the training step's graph.
+        type: The op's type (``"Conv2D"``, ``"DeepCopy"``...).
+        start_ns: When it started.
+        end_ns: When it ended.
+        line: Where it ran: a host thread's line or a GPU stream's.
+        on_device: True for a GPU's kernel or copy, False for an op the host ran.
+        layer: The Keras layer it belongs to, if any (as for buffers).
+        phase: ``"forward"``, ``"backward"``, ``"transfer"`` or ``"update"``, if known.
+        step: Index of the profiled step it started in, if any.
+    """
+
+    op: str
+    type: str
+    start_ns: int
+    end_ns: int
+    line: str = ""
+    on_device: bool = False
+    layer: str | None = None
+    phase: str | None = None
+    step: int | None = None
+
+    def __post_init__(self):
+        if self.end_ns < self.start_ns:
+            raise ValueError(
+                "`end_ns` must be >= `start_ns`. "
+                f"Received: start_ns={self.start_ns}, end_ns={self.end_ns}"
+            )
+        if self.phase is not None and self.phase not in PHASES:
+            raise ValueError(
+                f"`phase` must be one of {PHASES} or None. Received: phase={self.phase!r}"
+            )
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass(frozen=True)
 class Timeline:
     """Live bytes of one tier over time: ``live_bytes[i]`` from ``times_ns[i]`` on."""
 
@@ -148,6 +193,8 @@ class Trace:
         emulated: True when the device tier was emulated on a machine without
             a GPU (device = ``CPU:0``, host = kswap's transfer buffers).
         metadata: Free-form facts about the run (model, batch size, versions).
+        ops: One :class:`OpInterval` per op execution, sorted by start time
+            (on a GPU its kernels and copies; without one, the host's ops).
     """
 
     buffers: tuple[Allocation, ...]
@@ -155,6 +202,33 @@ class Trace:
     duration_ns: int = 0
     emulated: bool = False
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    ops: tuple[OpInterval, ...] = ()
+
+    def op_time_by_layer(
+        self, phase: str | None = None, *, step: int | None = None, overlap: str = "share"
+    ) -> dict[str, int]:
+        """Op time (ns) per layer, largest first; see :func:`kswap.trace.optime.time_by_layer`.
+
+        Example:
+            >>> trace = Trace(buffers=(), ops=(
+            ...     OpInterval("m/d/MatMul", "MatMul", 0, 10, layer="d", phase="forward"),
+            ...     OpInterval("gradient_tape/m/d/MatMul", "MatMul", 10, 30, layer="d",
+            ...                phase="backward"),
+            ... ))
+            >>> trace.op_time_by_layer(), trace.op_time_by_layer("backward")
+            ({'d': 30}, {'d': 20})
+        """
+        from kswap.trace.optime import time_by_layer
+
+        return time_by_layer(self, phase, step=step, overlap=overlap)
+
+    def op_time_by_layer_phase(
+        self, *, step: int | None = None, overlap: str = "share"
+    ) -> dict[str, dict[str, int]]:
+        """Op time (ns) per layer and phase; see :func:`kswap.trace.optime.time_by_layer_phase`."""
+        from kswap.trace.optime import time_by_layer_phase
+
+        return time_by_layer_phase(self, step=step, overlap=overlap)
 
     def tier(self, tier: str) -> tuple[Allocation, ...]:
         """The buffers of one tier."""
@@ -303,6 +377,10 @@ class Trace:
             "fields": fields,
             "buffers": [[getattr(b, f) for f in fields] for b in self.buffers],
         }
+        if self.ops:
+            op_fields = [f.name for f in dataclasses.fields(OpInterval)]
+            payload["op_fields"] = op_fields
+            payload["ops"] = [[getattr(o, f) for f in op_fields] for o in self.ops]
         text = json.dumps(payload, separators=(",", ":"))
         if path is not None:
             with open(path, "w") as f:
@@ -326,12 +404,17 @@ class Trace:
         buffers = tuple(
             Allocation(**dict(zip(fields, row, strict=True))) for row in payload["buffers"]
         )
+        op_fields = payload.get("op_fields", [])
+        ops = tuple(
+            OpInterval(**dict(zip(op_fields, row, strict=True))) for row in payload.get("ops", [])
+        )
         return cls(
             buffers=buffers,
             steps=tuple(tuple(s) for s in payload["steps"]),
             duration_ns=payload["duration_ns"],
             emulated=payload["emulated"],
             metadata=payload["metadata"],
+            ops=ops,
         )
 
 

@@ -2,10 +2,15 @@
 
 The TensorFlow profiler writes an ``XSpace`` protocol buffer. kswap needs only a
 small part of it: the ``MemoryAllocation`` / ``MemoryDeallocation`` events that
-BFC allocators record on the host plane, and the step markers kswap places
-around each profiled step. This module decodes the protobuf wire format
-directly, so reading a trace needs neither TensorFlow nor ``protobuf``, and
-skips every event it does not need without decoding it.
+BFC allocators record on the host plane, the step markers kswap places
+around each profiled step, and when each op ran (:class:`OpEvent`): on the
+host plane, TensorFlow's executor records every op it runs as an event named
+``"<op name>:<op type>"`` on the line of the thread that ran it; on a GPU's
+plane (``/device:GPU:N``), each kernel or copy is an event on its stream's
+line whose ``tf_op`` stat names the op that launched it, in the same form.
+This module decodes the protobuf wire format directly, so reading a trace
+needs neither TensorFlow nor ``protobuf``, and skips every event it does not
+need without decoding it.
 
 Example:
     >>> from kswap.trace.xspace import read_xspace
@@ -18,10 +23,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import struct
 from collections.abc import Iterator
 
-__all__ = ["MemoryEvent", "StepMarker", "XSpaceEvents", "read_xspace", "STEP_MARKER"]
+__all__ = [
+    "MemoryEvent",
+    "OpEvent",
+    "StepMarker",
+    "XSpaceEvents",
+    "parse_op_label",
+    "read_xspace",
+    "STEP_MARKER",
+]
 
 #: Name of the trace event kswap wraps around every profiled training step.
 STEP_MARKER = "kswap_step"
@@ -29,6 +43,23 @@ STEP_MARKER = "kswap_step"
 _ALLOC = "MemoryAllocation"
 _FREE = "MemoryDeallocation"
 _HOST_PLANE = "/host:CPU"
+_KERNEL = object()  # marks the events of a GPU plane
+_GPU_PLANE = re.compile(r"^/device:GPU:\d+$")
+# "<op name>:<op type>": a name without spaces or colons, a type that is an identifier
+_OP_LABEL = re.compile(r"^([^\s:]+):([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def parse_op_label(label: str) -> tuple[str, str] | None:
+    """``(op name, op type)`` of an executor label ``"name:type"``, or None.
+
+    Example:
+        >>> parse_op_label("model_1/conv_1/Conv2D:Conv2D")
+        ('model_1/conv_1/Conv2D', 'Conv2D')
+        >>> parse_op_label("ExecutorState::Process") is None
+        True
+    """
+    m = _OP_LABEL.match(label)
+    return (m.group(1), m.group(2)) if m else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,12 +101,43 @@ class StepMarker:
 
 
 @dataclasses.dataclass(frozen=True)
+class OpEvent:
+    """One execution of an op, as the profiler recorded it.
+
+    Attributes:
+        op: Full name of the op (as the executor saw it, with the names of
+            the function calls it runs in, if any, in front).
+        type: The op's type (``"Conv2D"``, ``"_FusedConv2D"``, ``"DeepCopy"``).
+        start_ps: Absolute start time in picoseconds.
+        end_ps: Absolute end time in picoseconds.
+        line: The line it was on: a host thread (``"tf_Compute/..."``) or a
+            GPU stream (``"Stream #14(Kernel)"``).
+        plane: ``"/host:CPU"`` or the GPU's plane (``"/device:GPU:0"``).
+        kernel: On a GPU, the kernel's (or copy's) own name; None on the host.
+    """
+
+    op: str
+    type: str
+    start_ps: int
+    end_ps: int
+    line: str = ""
+    plane: str = _HOST_PLANE
+    kernel: str | None = None
+
+    @property
+    def on_device(self) -> bool:
+        """Whether it ran on a GPU (a kernel or a copy), not on a host thread."""
+        return self.plane != _HOST_PLANE
+
+
+@dataclasses.dataclass(frozen=True)
 class XSpaceEvents:
-    """What kswap reads from one ``XSpace``: memory events and step markers."""
+    """What kswap reads from one ``XSpace``: memory events, step markers and ops."""
 
     memory_events: tuple[MemoryEvent, ...]
     steps: tuple[StepMarker, ...]
     hostname: str | None
+    op_events: tuple[OpEvent, ...] = ()
 
 
 # --- protobuf wire format --------------------------------------------------------
@@ -159,7 +221,7 @@ def _stats(buf: bytes, spans: list, stat_names: dict[int, str]) -> dict:
     return out
 
 
-def _plane(buf: bytes, span: tuple[int, int], events: list, steps: list) -> None:
+def _plane(buf: bytes, span: tuple[int, int], events: list, steps: list, ops: list) -> None:
     name = ""
     lines, event_names, stat_names = [], {}, {}
     for field, _, value in _fields(buf, *span):
@@ -173,15 +235,26 @@ def _plane(buf: bytes, span: tuple[int, int], events: list, steps: list) -> None
         elif field == 5:
             k, n = _metadata_names(buf, value)
             stat_names[k] = n
-    if name != _HOST_PLANE:
+    if name == _HOST_PLANE:
+        wanted: dict[int, object] = {
+            k: n for k, n in event_names.items() if n in (_ALLOC, _FREE, STEP_MARKER)
+        }
+        for k, n in event_names.items():
+            label = parse_op_label(n)
+            if label is not None:
+                wanted[k] = label
+    elif _GPU_PLANE.match(name):
+        wanted = {k: _KERNEL for k in event_names}  # an op's kernel if it names its op
+    else:
         return
-    wanted = {k: n for k, n in event_names.items() if n in (_ALLOC, _FREE, STEP_MARKER)}
     if not wanted:
         return
     for line in lines:
-        timestamp_ns, event_spans = 0, []
+        timestamp_ns, line_name, event_spans = 0, "", []
         for field, _, value in _fields(buf, *line):
-            if field == 3:
+            if field == 2:
+                line_name = _text(buf, value)
+            elif field == 3:
                 timestamp_ns = _signed(value)
             elif field == 4:
                 event_spans.append(value)
@@ -201,17 +274,35 @@ def _plane(buf: bytes, span: tuple[int, int], events: list, steps: list) -> None
                     stat_spans.append(value)
             if meta not in wanted:
                 continue
-            stats = _stats(buf, stat_spans, stat_names)
             kind = wanted[meta]
+            start = base_ps + offset
+            if isinstance(kind, tuple):  # an op the host's executor ran
+                ops.append(OpEvent(kind[0], kind[1], start, start + duration, line_name, name))
+                continue
+            stats = _stats(buf, stat_spans, stat_names)
+            if kind is _KERNEL:
+                label = parse_op_label(str(stats.get("tf_op") or ""))
+                if label is not None:
+                    ops.append(
+                        OpEvent(
+                            label[0],
+                            label[1],
+                            start,
+                            start + duration,
+                            line_name,
+                            name,
+                            event_names.get(meta, ""),
+                        )
+                    )
+                continue
             if kind == STEP_MARKER:
                 step = stats.get("step_num")
                 if step is not None:
-                    start = base_ps + offset
                     steps.append(StepMarker(int(step), start, start + duration))
                 continue
             events.append(
                 MemoryEvent(
-                    time_ps=base_ps + offset,
+                    time_ps=start,
                     is_allocation=kind == _ALLOC,
                     allocator=str(stats.get("allocator_name", "")),
                     addr=int(stats.get("addr", 0) or 0),
@@ -226,13 +317,15 @@ def _plane(buf: bytes, span: tuple[int, int], events: list, steps: list) -> None
 
 
 def read_xspace(source: str | os.PathLike | bytes) -> XSpaceEvents:
-    """Reads the memory events and kswap step markers of an XSpace.
+    """Reads the memory events, kswap step markers and op executions of an XSpace.
 
     Args:
         source: Path of an ``.xplane.pb`` file, or its bytes.
 
     Returns:
-        The allocator events sorted by time, and the step markers sorted by step.
+        The allocator events sorted by time, the step markers sorted by step,
+        and the ops sorted by start time (the host's and, where there is a
+        GPU, its kernels and copies).
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         buf = bytes(source)
@@ -241,12 +334,14 @@ def read_xspace(source: str | os.PathLike | bytes) -> XSpaceEvents:
             buf = f.read()
     events: list[MemoryEvent] = []
     steps: list[StepMarker] = []
+    ops: list[OpEvent] = []
     hostname = None
     for field, _, value in _fields(buf):
         if field == 1:
-            _plane(buf, value, events, steps)
+            _plane(buf, value, events, steps, ops)
         elif field == 4 and hostname is None:
             hostname = _text(buf, value)
     events.sort(key=lambda e: e.time_ps)
     steps.sort(key=lambda s: s.step)
-    return XSpaceEvents(tuple(events), tuple(steps), hostname)
+    ops.sort(key=lambda o: (o.start_ps, o.end_ps))
+    return XSpaceEvents(tuple(events), tuple(steps), hostname, tuple(ops))

@@ -26,6 +26,19 @@ def test_keep_everything():
     assert [i.what for i in sim.busy("compute")] == ["forward", "forward", "backward", "backward"]
 
 
+def test_weight_gradients_are_held_from_their_blocks_backward_to_the_end():
+    blocks = (
+        Block("b0", 100, 1.0, 2.0, gradient_bytes=7),
+        Block("b1", 50, 1.0, 2.0, backward_bytes=30, gradient_bytes=5),
+    )
+    sim = simulate(Workload(blocks, weight_bytes=10, gradient_bytes=1), "keep", LINK)
+    # backward of b1 (2-4 s): 11 + 150 + 30 + 5; of b0 (4-6 s): 11 + 100 + 5 + 7
+    assert sim.bytes_at(3) == 196 and sim.bytes_at(5) == 123
+    assert sim.bytes_at(7) == 23 and sim.peak_bytes == 196
+    again = Workload.from_json(Workload(blocks).to_json())
+    assert again.blocks[0].gradient_bytes == 7
+
+
 def test_a_swap_that_hides_costs_no_time():
     # b0's copy out (1 s) runs under b1's forward, its copy back under b1's backward
     w = chain((100, 1.0, 2.0), (100, 1.0, 2.0), (100, 1.0, 2.0))

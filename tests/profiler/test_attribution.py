@@ -85,6 +85,8 @@ def test_phases():
         "conv_2/Conv2D": "backward",  # a nested layer recomputed
         "zeros_like_5": "backward",  # the tape's zeros for an output without gradient
         "outer_1/block_1/zeros_like": "forward",  # a layer's own zeros_like
+        "AddN_12": "backward",  # the tape's sum of a tensor's gradients
+        "outer_1/block_1/AddN": "forward",  # a layer's own sum
         "adam/Mul_3": "update",
         "adam/AssignSubVariableOp/kswap_host_tier/x": "update",  # a host-tier slot's update
         "compile_loss/sparse_categorical_crossentropy/Sum": "forward",

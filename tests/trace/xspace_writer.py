@@ -39,7 +39,8 @@ def _double(field: int, x: float) -> bytes:
 
 
 def encode_xspace(lines, plane_name="/host:CPU", hostname="testhost") -> bytes:
-    """``lines``: list of (timestamp_ns, [(event_name, offset_ps, duration_ps, stats)]).
+    """``lines``: list of (timestamp_ns, [(event_name, offset_ps, duration_ps, stats)]),
+    each optionally with the line's name as a third item.
 
     ``stats`` maps a stat name to an int, a float, or a str (sent as ref_value).
     """
@@ -50,8 +51,8 @@ def encode_xspace(lines, plane_name="/host:CPU", hostname="testhost") -> bytes:
         return stat_ids.setdefault(name, len(stat_ids) + 1)
 
     plane = _int(1, 0) + _str(2, plane_name)
-    for timestamp_ns, events in lines:
-        body = _int(1, 7) + _str(2, "line") + _int(3, timestamp_ns)
+    for timestamp_ns, events, *name in lines:
+        body = _int(1, 7) + _str(2, name[0] if name else "line") + _int(3, timestamp_ns)
         for name, offset, duration, stats in events:
             eid = event_ids.setdefault(name, len(event_ids) + 1)
             ev = _int(1, eid) + _int(2, offset) + _int(3, duration)

@@ -1,0 +1,274 @@
+"""The simulator against measurement: predicted and measured device peak and step time.
+
+    python benchmarks/simulator.py                         # MobileNetV2, ResNet50, VGG16
+    python benchmarks/simulator.py --models MobileNetV2 --repeats 1 --rounds 5
+
+**Memory.** For each model, ``--repeats`` rounds of three fresh processes
+(variants interleaved): ``baseline`` (the plain model), ``all`` and ``conv``
+(``kswap.OffloadingModel(model, policy=...)``), each measured by
+``kswap.measure`` (warm-up, ``--steps`` timed steps, ``--steps`` profiled
+steps) as ``benchmarks/offload.py`` does. The baseline's process also
+measures the link (``kswap.transfer.measure_link``), builds the planner's
+workload from its own trace (``kswap.profiler.workload.workload_from_trace``,
+last profiled step) and simulates three plans on it with that link:
+everything kept, every block swapped (``all``) and the blocks of kind
+``"conv"`` swapped (``conv``), prefetch 1, optimizer state on the device. A
+block kswap wraps runs its backward ops one at a time, so the workload of
+each plan counts the wrapped blocks' backward working sets that way
+(``ordered_backward``): none for ``keep``, all for ``all``, the conv blocks
+for ``conv``. Predicted peaks are medians over the baseline's processes,
+measured ones over each variant's processes.
+
+**Time.** Separate processes on a shared machine drift apart, so step times
+come from one process per model that builds the three variants, profiles
+each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of one
+step of each variant (fit's graph, ``FitSteps``), measures the link,
+simulates the plans on the workload of the baseline's median profiled step,
+and reports the rounds' medians. Predicted times are
+the simulator's; "serial" is the baseline's predicted step plus every copy
+of the plan at the measured link one after another, as if the copies ran on
+the compute stream. Without a GPU, device memory is emulated on CPU:0 and
+the copies are memory copies on the same cores as the compute (the
+simulator runs them on streams of their own); "copy ms" is the time the
+offloaded step's ops spent in kswap's copies (their shared wall time, last
+profiled step of the in-process profile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from _common import device_label, mib, run_json, table
+from offload import build_variant
+
+PLANS = ("keep", "all", "conv")
+#: Profiled steps per variant in the time process (the baseline's median one is planned).
+PROFILED = 5
+
+
+def _predict(trace, model, link=None, step=None) -> dict:
+    from kswap import transfer
+    from kswap.planning import simulate
+    from kswap.profiler.workload import workload_from_trace
+
+    link = link or transfer.measure_link()
+    out = {"link": link.to_dict()}
+    base = workload_from_trace(trace, model, step=step, ordered_backward=False)
+    conv = [b.name for b in base.blocks if b.kind == "conv"]
+    for plan in PLANS:
+        ordered = {"keep": False, "all": True, "conv": conv}[plan]
+        work = workload_from_trace(trace, model, step=step, ordered_backward=ordered)
+        actions = {
+            "keep": "keep",
+            "all": "swap",
+            "conv": ["swap" if b.kind == "conv" else "keep" for b in work.blocks],
+        }[plan]
+        sim = simulate(work, actions, link, optimizer_state="device")
+        swapped = [b for b in work.blocks if plan == "all" or (plan == "conv" and b.kind == "conv")]
+        copies = sum(
+            link.seconds(b.saved_bytes, "d2h") + link.seconds(b.saved_bytes, "h2d") for b in swapped
+        )
+        out[plan] = {
+            "peak_bytes": sim.peak_bytes,
+            "step_seconds": sim.step_seconds,
+            "copy_seconds": copies,
+        }
+    out["profiled_step_seconds"] = base.metadata["step_seconds"]
+    out["blocks"] = len(base.blocks)
+    out["saved_bytes"] = base.saved_bytes
+    return out
+
+
+def worker(args) -> None:
+    import kswap
+    from kswap.modelspec import synthetic_data
+    from kswap.trace import busy_ns
+
+    model = build_variant(args.model, args.variant, args.input)
+    x, y = synthetic_data(model, 2 * args.batch)
+    m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)
+    out = m.to_dict()
+    out.pop("trace", None)
+    last = len(m.trace.steps) - 1
+    out["copy_seconds"] = busy_ns(m.trace, last, "transfer") / 1e9
+    if args.variant == "baseline":
+        out["predicted"] = _predict(m.trace, model)
+    print(json.dumps(out, default=str))
+
+
+def time_worker(args) -> None:
+    """Step times of the three variants side by side in this one process, and predictions."""
+    import statistics as st
+
+    import kswap
+    from kswap import transfer
+    from kswap.modelspec import synthetic_data
+    from kswap.profiler.profile import FitSteps
+    from kswap.trace import busy_ns
+
+    models, steps, data = {}, {}, None
+    for v in ("baseline", "all", "conv"):
+        models[v] = build_variant(args.model, v, args.input)
+        if data is None:
+            data = synthetic_data(models[v], (PROFILED + 1) * args.batch)
+        steps[v] = FitSteps(models[v], [(data[0][: args.batch], data[1][: args.batch])])
+        steps[v].warm_up(0)  # traces the step before the next variant is built
+        steps[v].run(0)
+    seconds: dict[str, list[float]] = {v: [] for v in models}
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            for v, fit in steps.items():
+                seconds[v].append(fit.run(0))
+
+    # half the rounds, the profiles, the other half: a slow spell hits both
+    rounds(args.rounds // 2)
+    out = {"copy_seconds": {}}
+    link = transfer.measure_link()
+    for v, model in models.items():
+        trace = kswap.profile(model, *data[:2], steps=PROFILED, batch_size=args.batch)
+        lengths = [hi - lo for lo, hi in trace.steps]
+        median_step = sorted(range(len(lengths)), key=lengths.__getitem__)[len(lengths) // 2]
+        out["copy_seconds"][v] = st.median(
+            busy_ns(trace, i, "transfer") / 1e9 for i in range(len(trace.steps))
+        )
+        if v == "baseline":
+            out["predicted"] = _predict(trace, model, link, step=median_step)
+            out["profiled_steps_seconds"] = [n / 1e9 for n in lengths]
+    rounds(args.rounds - args.rounds // 2)
+    out["step_seconds"] = {v: st.median(t) for v, t in seconds.items()}
+    out["emulated"] = not transfer.has_gpu()
+    print(json.dumps(out))
+
+
+def _run(args, name: str, variant: str) -> dict:
+    return run_json(
+        [
+            __file__,
+            "--worker",
+            "--model",
+            name,
+            "--variant",
+            variant,
+            "--input",
+            args.input,
+            "--batch",
+            str(args.batch),
+            "--steps",
+            str(args.steps),
+            "--rounds",
+            str(args.rounds),
+        ]
+    )
+
+
+def _pct(predicted: float, measured: float) -> str:
+    return f"{100 * (predicted / measured - 1):+.1f}%"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", default="MobileNetV2,ResNet50,VGG16")
+    p.add_argument("--input", default="64,64,3")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
+    p.add_argument("--rounds", type=int, default=10, help="timed rounds in the time process")
+    p.add_argument("--parts", default="memory,time", help="memory, time or both")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--variant", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return time_worker(args) if args.variant == "time" else worker(args)
+    variants = ("baseline", "all", "conv")
+    rows, time_rows, links, emulated = [], [], [], False
+    med = statistics.median
+    parts = set(args.parts.split(","))
+    for name in args.models.split(","):
+        runs: dict[str, list[dict]] = {v: [] for v in variants}
+        for _ in range(args.repeats if "memory" in parts else 0):
+            for v in variants:
+                runs[v].append(_run(args, name, v))
+                print(name, v, json.dumps(runs[v][-1]), flush=True)
+        base = runs["baseline"]
+        emulated |= any(r.get("emulated", False) for r in base)
+        links += [r["predicted"]["link"] for r in base]
+        for v, plan in zip(variants, PLANS, strict=True):
+            if not base:
+                break
+            peak = med(r["device_peak_bytes"] for r in runs[v])
+            p_peak = med(r["predicted"][plan]["peak_bytes"] for r in base)
+            peaks = [r["device_peak_bytes"] for r in runs[v]]
+            rows.append(
+                [
+                    name,
+                    v,
+                    mib(p_peak),
+                    mib(peak),
+                    f"{mib(min(peaks))}-{mib(max(peaks))}",
+                    _pct(p_peak, peak),
+                ]
+            )
+            print(rows[-1], flush=True)
+        if "time" not in parts:
+            continue
+        timed = _run(args, name, "time")
+        print(name, "time", json.dumps(timed), flush=True)
+        emulated |= timed.get("emulated", False)
+        links.append(timed["predicted"]["link"])
+        pred, measured = timed["predicted"], timed["step_seconds"]
+        for v, plan in zip(variants, PLANS, strict=True):
+            p_seconds = pred[plan]["step_seconds"]
+            serial = pred["keep"]["step_seconds"] + pred[plan]["copy_seconds"]
+            time_rows.append(
+                [
+                    name,
+                    v,
+                    f"{p_seconds * 1000:.0f}",
+                    f"{serial * 1000:.0f}",
+                    f"{measured[v] * 1000:.0f}",
+                    _pct(p_seconds, measured[v]),
+                    _pct(serial, measured[v]),
+                    f"{p_seconds / pred['keep']['step_seconds']:.2f}",
+                    f"{measured[v] / measured['baseline']:.2f}",
+                    f"{timed['copy_seconds'][v] * 1000:.0f}",
+                ]
+            )
+            print(time_rows[-1], flush=True)
+    h2d = med(link["h2d_bytes_per_s"] for link in links) / 1e9
+    d2h = med(link["d2h_bytes_per_s"] for link in links) / 1e9
+    latency = med(link["latency_s"] for link in links) * 1e6
+    print(
+        f"\ninput {args.input}, batch {args.batch}, Adam; medians of {args.repeats} fresh "
+        f"processes per variant, variants interleaved, {args.steps} timed steps each; "
+        f"{device_label(emulated)}; measured link: h2d {h2d:.2f} GB/s, d2h {d2h:.2f} GB/s, "
+        f"latency {latency:.0f} us (median of {len(links)})\n"
+    )
+    headers = ["model", "plan", "predicted peak MiB", "measured peak MiB", "range MiB", "error"]
+    print(table(headers, rows))
+    print(
+        f"\nstep times in one process per model, median of {args.rounds} rounds; "
+        "predicted from the baseline's profiled step\n"
+    )
+    headers = [
+        "model",
+        "plan",
+        "predicted ms",
+        "serial ms",
+        "measured ms",
+        "error",
+        "serial error",
+        "predicted / baseline",
+        "measured / baseline",
+        "copy ms",
+    ]
+    print(table(headers, time_rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,401 @@
+"""A planner's :class:`~kswap.planning.Workload` from a profiled training step.
+
+:func:`workload_from_trace` reads one profiled step of a :class:`~kswap.Trace`
+(of the plain model, or of an offloaded one) and the model, and gives the
+planner what it plans for: one :class:`~kswap.planning.Block` per layer kswap
+wraps, in the model's order, and the bytes that stay on the device. How each
+field is derived (``t_b``: when the blocks' last forward op ends, the
+backward's start; ``t_e``: when its last backward op ends; "step buffers":
+device buffers allocated in the step; "backward ops": those starting at
+``t_b`` or later, not the shape computations the executor runs during the
+forward):
+
+- ``saved_bytes``: step buffers of the forward phase alive at ``t_b``, which
+  the backward reads (plus, in an offloaded trace, the layer's host copies
+  alive then). Each counts once, in the block whose backward frees it: the
+  layer of the last backward op to end before it is freed, which is its
+  last reader (a convolution's output that BatchNormalization's backward
+  reads belongs to the BatchNormalization). One that outlives the backward
+  stays with the layer that made it.
+- ``forward_seconds``, ``backward_seconds``: the step's wall time shared out
+  among its ops: each op gets its share of the time it ran (ops running
+  together split it equally, :func:`kswap.trace.optime.op_shares`) and the
+  idle time before it (the executor dispatching it; the step's first op also
+  gets the time before it, its last the time after it), so the times add up
+  to the step's length. An op of no block (the input pipeline, the loss, a
+  Keras operation between layers) counts for the block whose op of the same
+  phase started last before it (the first one, if none did).
+  ``recompute_seconds`` is the forward's.
+- ``update_seconds``: the optimizer's ops (phase ``update``), wherever they
+  ran. Transfer ops (an offloaded trace's copies) are in no block:
+  ``metadata["transfer_seconds"]``; the simulator runs copies on the link.
+- ``forward_bytes``: the most bytes alive at once of the forward-phase step
+  buffers that are not saved and that the block's forward ops made or were
+  the last to read (its input, when no backward needs it);
+  ``backward_bytes``: the same of the backward-phase step buffers freed by
+  ``t_e`` (weight gradients, kept for the update, are ``gradient_bytes``),
+  so the gradient the block receives is in its working set. kswap's
+  wrappers run a block's backward ops one after another, so by default
+  (``ordered_backward=True``) only the largest op's temporaries count
+  (the CPU's convolution gradients each allocate im2col buffers of several
+  times their output, which the plain step runs side by side).
+- ``input_bytes``: the layer's inputs, from their shapes and dtypes at the
+  trace's batch size.
+- ``kind``: ``"conv"`` for the layers ``OffloadingModel(policy="conv")``
+  wraps (convolutions and the pass-through layers producing their inputs;
+  of an offloaded model, whose layers are kswap's wrappers, the
+  convolutions only), then ``"dense"``, ``"norm"`` or ``"other"``.
+- ``gradient_bytes`` of a block: its trainable weights' (Keras keeps every
+  gradient until the update), which the simulator counts from the block's
+  backward on; the workload's ``gradient_bytes``: those of trainable weights
+  of no block.
+- ``weight_bytes``: every weight; ``optimizer_bytes``: the optimizer's
+  variables; ``other_bytes``: the rest
+  of what was on the device when the step began (the batch, metrics) plus
+  saved bytes of no block (the loss's).
+
+Example:
+    >>> import kswap, keras, numpy as np
+    >>> from kswap.profiler.workload import workload_from_trace
+    >>> model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, name="d1"),
+    ...                           keras.layers.Dense(10, name="d2")])
+    >>> model.compile("adam", "mse")
+    >>> x, y = np.ones((32, 64), "float32"), np.ones((32, 10), "float32")
+    >>> work = workload_from_trace(kswap.profile(model, x, y, batch_size=16), model)
+    >>> work.names, work.blocks[0].kind
+    (('d1', 'd2'), 'dense')
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Collection, Sequence
+
+import keras
+import numpy as np
+
+from kswap.planning import Block, Workload
+from kswap.profiler.profile import variable_bytes
+from kswap.trace import Allocation, OpInterval, Trace
+from kswap.trace.optime import op_shares, select_ops
+
+__all__ = ["block_layers", "step_seconds_by_op", "workload_from_trace"]
+
+
+def block_layers(model) -> list[tuple[str, keras.layers.Layer]]:
+    """``(trace layer name, layer)`` of every layer kswap wraps, in the model's order.
+
+    Nested models are walked (their layers are named ``outer/inner``, as in
+    the trace); kswap's wrappers are looked through.
+    """
+    from kswap.layers.offload import Offload
+
+    out = []
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
+        inner = layer.layer if isinstance(layer, Offload) else layer
+        if isinstance(inner, keras.Model) and hasattr(inner, "layers"):
+            out.extend((f"{inner.name}/{n}", sub) for n, sub in block_layers(inner))
+        else:
+            out.append((layer.name, inner))
+    return out
+
+
+def step_seconds_by_op(ops: Sequence[OpInterval], start_ns: int, end_ns: int) -> list[float]:
+    """The step's wall time ``[start_ns, end_ns)`` shared out among ``ops`` (seconds each).
+
+    Each op gets its share of the time it ran and the idle time before it;
+    the first op also the time before it, the last the time after it.
+
+    Example:
+        >>> ops = [OpInterval("a", "A", 10, 20), OpInterval("b", "B", 30, 40)]
+        >>> [round(t * 1e9) for t in step_seconds_by_op(ops, 0, 50)]
+        [20, 30]
+    """
+    if not ops:
+        return []
+    order = sorted(range(len(ops)), key=lambda i: ops[i].start_ns)
+    times = op_shares(ops)
+    covered = start_ns
+    for i in order:
+        o = ops[i]
+        if o.start_ns > covered:
+            times[i] += o.start_ns - covered
+        covered = max(covered, o.end_ns)
+    if end_ns > covered:
+        times[order[-1]] += end_ns - covered
+    return [t / 1e9 for t in times]
+
+
+def _kinds(model) -> dict[int, str]:
+    from kswap.offloading import _selector
+
+    conv = _selector("conv", model)
+    norms = (keras.layers.BatchNormalization, keras.layers.LayerNormalization)
+    kinds = {}
+    for _, layer in block_layers(model):
+        if conv(layer):
+            kinds[id(layer)] = "conv"
+        elif isinstance(layer, keras.layers.Dense):
+            kinds[id(layer)] = "dense"
+        elif isinstance(layer, norms):
+            kinds[id(layer)] = "norm"
+        else:
+            kinds[id(layer)] = "other"
+    return kinds
+
+
+def _input_bytes(layer, batch: int) -> int:
+    try:
+        inputs = keras.tree.flatten(layer.input)
+    except (AttributeError, ValueError, RuntimeError):  # shared or never called
+        return 0
+    total = 0
+    for t in inputs:
+        shape = getattr(t, "shape", None)
+        if shape is None:
+            continue
+        n = batch
+        for d in shape[1:]:
+            n *= d or 0
+        total += n * _itemsize(t)
+    return total
+
+
+def _itemsize(t) -> int:
+    try:
+        return np.dtype(keras.backend.standardize_dtype(t.dtype)).itemsize
+    except TypeError:
+        return 4
+
+
+class _LastReader:
+    """The block of the last op (of ``ops``) to end at or before a time: a buffer's last reader."""
+
+    def __init__(self, ops: Sequence[OpInterval], index: dict[str, int]):
+        ends = sorted(
+            ((o.end_ns, index.get(o.layer) if o.layer else None) for o in ops),
+            key=lambda e: e[0],
+        )
+        self.times = [e for e, _ in ends]
+        self.blocks = [k for _, k in ends]
+
+    def __call__(self, time_ns: int) -> int | None:
+        j = bisect.bisect_right(self.times, time_ns) - 1
+        return self.blocks[j] if j >= 0 else None
+
+
+def _add(sets: list[list[Allocation]], b: Allocation, own: int | None, reader: int | None):
+    """Counts ``b`` in the working set of the block that made it and of the one that freed it."""
+    for k in {own, reader} - {None}:
+        sets[k].append(b)
+
+
+def _ordered_peak(buffers: Sequence[Allocation]) -> int:
+    """Most bytes alive at once if the ops ran one at a time: only one op's temporaries at once."""
+    temps: dict[str | None, int] = {}
+    kept = []
+    for b in buffers:
+        if b.region_type == "temp":
+            temps[b.op] = temps.get(b.op, 0) + b.size
+        else:
+            kept.append(b)
+    return _peak(kept) + max(temps.values(), default=0)
+
+
+def _peak(buffers: Sequence[Allocation]) -> int:
+    """Most bytes of ``buffers`` alive at once."""
+    changes: dict[int, int] = {}
+    for b in buffers:
+        changes[b.start_ns] = changes.get(b.start_ns, 0) + b.size
+        changes[b.end_ns] = changes.get(b.end_ns, 0) - b.size
+    best = live = 0
+    for t in sorted(changes):
+        live += changes[t]
+        best = max(best, live)
+    return best
+
+
+def workload_from_trace(
+    trace: Trace,
+    model,
+    *,
+    step: int | None = None,
+    name: str | None = None,
+    ordered_backward: bool | Collection[str] = True,
+) -> Workload:
+    """Builds the planner's workload from one profiled step (see the module's docstring).
+
+    Args:
+        trace: A trace from :func:`kswap.profile` or :func:`kswap.measure` of
+            ``model``, with op intervals.
+        model: The profiled model (plain or offloaded).
+        step: Which profiled step; the last if None.
+        name: The workload's name; the model's if None.
+        ordered_backward: Working sets of the backward as kswap's wrappers run
+            it, one op after another (the temporaries of one op at a time):
+            True for every block, False for none (as the profiled step ran
+            its ops, side by side), or the names of the blocks that are
+            wrapped (``OffloadingModel(policy="conv")`` wraps the blocks of
+            kind ``"conv"`` only).
+
+    Returns:
+        A :class:`~kswap.planning.Workload`; its ``metadata`` records the
+        source, step, batch size, measured step time and device peak.
+
+    Raises:
+        ValueError: The trace has no steps, no ops or no backward ops in the
+            step, or ``step`` is out of range.
+    """
+    if not trace.steps:
+        raise ValueError("`trace` has no profiled steps. Received: a trace with steps=()")
+    if step is None:
+        step = len(trace.steps) - 1
+    ops = select_ops(trace, step)  # raises on a bad step
+    if not ops:
+        raise ValueError(
+            f"`trace` has no op intervals in step {step}: profile with this version of kswap."
+        )
+    lo, hi = trace.steps[step]
+    layers = block_layers(model)
+    names = [n for n, _ in layers]
+    index = {n: i for i, n in enumerate(names)}
+    forward_ends = [o.end_ns for o in ops if o.phase == "forward" and o.layer in index]
+    # the backward proper: its shape computations run early, as soon as shapes are known
+    t_b = max(forward_ends, default=lo)
+    backward = [o for o in ops if o.phase == "backward" and o.start_ns >= t_b]
+    if not backward:
+        raise ValueError(f"`trace` step {step} has no backward ops: is it a training step?")
+    t_e = max(o.end_ns for o in backward)
+    kinds = _kinds(model)
+    batch = int(trace.metadata.get("batch_size") or 0)
+
+    # --- times ----------------------------------------------------------------
+    seconds = step_seconds_by_op(ops, lo, hi)
+    fwd, bwd = [0.0] * len(names), [0.0] * len(names)
+    update = transfer = 0.0
+    last: dict[str, int | None] = {"forward": None, "backward": None}
+    pending = {"forward": 0.0, "backward": 0.0}
+    by_phase: dict[str, list[OpInterval]] = {}
+    for i in sorted(range(len(ops)), key=lambda i: ops[i].start_ns):
+        o, t = ops[i], seconds[i]
+        if o.phase == "update":
+            update += t
+            continue
+        if o.phase == "transfer":
+            transfer += t
+            continue
+        phase = "backward" if o.phase == "backward" else "forward"
+        k = index.get(o.layer) if o.layer else None
+        if k is not None:
+            if phase == "forward" or o.start_ns >= t_b:
+                by_phase.setdefault(f"{phase}:{k}", []).append(o)
+                last[phase] = k
+        elif last[phase] is not None:
+            k = last[phase]
+        if k is None:
+            pending[phase] += t
+            continue
+        target = fwd if phase == "forward" else bwd
+        if pending[phase]:
+            target[k] += pending[phase]
+            pending[phase] = 0.0
+        target[k] += t
+    if names:
+        fwd[0] += pending["forward"]
+        bwd[-1] += pending["backward"]
+
+    # --- bytes ----------------------------------------------------------------
+    device = [b for b in trace.buffers if b.tier == "device" and b.step == step]
+    forward = [o for o in ops if o.phase == "forward" and o.layer in index]
+    last_reader = _LastReader(backward, index)
+    saved = [0] * len(names)
+    unowned = 0
+    sets: dict[str, list[list[Allocation]]] = {
+        "forward": [[] for _ in names],
+        "backward": [[] for _ in names],
+    }
+    forward_reader = _LastReader(forward, index)
+    for b in device:
+        if b.phase == "forward":
+            own = index.get(b.layer) if b.layer else None
+            if b.start_ns < t_b and (b.alive_at_end or b.end_ns > t_b):
+                owner = own
+                if not b.alive_at_end and b.end_ns <= t_e:
+                    reader = last_reader(b.end_ns)
+                    owner = reader if reader is not None else own
+                if owner is None:
+                    unowned += b.size
+                else:
+                    saved[owner] += b.size
+                continue
+            _add(sets["forward"], b, own, forward_reader(b.end_ns))
+        elif b.phase == "backward" and not b.alive_at_end and b.end_ns <= t_e:
+            own = index.get(b.layer) if b.layer else None
+            _add(sets["backward"], b, own, last_reader(b.end_ns))
+    for b in trace.tier("host"):  # an offloaded trace: the layers' host copies
+        if b.phase == "transfer" and b.start_ns < t_b < b.end_ns and b.layer in index:
+            saved[index[b.layer]] += b.size
+
+    if isinstance(ordered_backward, bool):
+        ordered = set(names) if ordered_backward else set()
+    else:
+        ordered = set(ordered_backward)
+        unknown = sorted(ordered - set(names))
+        if unknown:
+            raise ValueError(
+                f"`ordered_backward` names blocks the model does not have: {unknown[:5]}"
+            )
+    trainable = {id(v): v for v in model.trainable_weights}
+    grads = [0] * len(names)
+    for k, (_, layer) in enumerate(layers):
+        for v in layer.trainable_weights:
+            if trainable.pop(id(v), None) is not None:  # a shared weight counts once
+                grads[k] += variable_bytes(v)
+    blocks = []
+    for k, (block_name, layer) in enumerate(layers):
+        blocks.append(
+            Block(
+                name=block_name,
+                saved_bytes=saved[k],
+                forward_seconds=fwd[k],
+                backward_seconds=bwd[k],
+                input_bytes=_input_bytes(layer, batch),
+                forward_bytes=_peak(sets["forward"][k]),
+                backward_bytes=(_ordered_peak if block_name in ordered else _peak)(
+                    sets["backward"][k]
+                ),
+                kind=kinds[id(layer)],
+                gradient_bytes=grads[k],
+            )
+        )
+
+    # --- persistent bytes -----------------------------------------------------
+    weights = {id(v): v for v in model.weights}
+    weight_bytes = sum(variable_bytes(v) for v in weights.values())
+    gradient_bytes = sum(variable_bytes(v) for v in trainable.values())  # of no block
+    optimizer = getattr(model, "optimizer", None)
+    slots = {id(v): v for v in (optimizer.variables if optimizer is not None else ())}
+    optimizer_bytes = sum(variable_bytes(v) for v in slots.values())
+    at_start = trace.timeline("device", step).at(lo)
+    other = max(at_start - weight_bytes - optimizer_bytes, 0) + unowned
+    return Workload(
+        blocks=tuple(blocks),
+        weight_bytes=weight_bytes,
+        gradient_bytes=gradient_bytes,
+        optimizer_bytes=optimizer_bytes,
+        other_bytes=other,
+        update_seconds=update,
+        name=name or model.name,
+        metadata={
+            "source": "trace",
+            "step": step,
+            "batch_size": batch,
+            "emulated": trace.emulated,
+            "step_seconds": (hi - lo) / 1e9,
+            "device_peak_bytes": trace.peak_bytes("device", step),
+            "transfer_seconds": transfer,
+            "ordered_backward": sorted(ordered) if 0 < len(ordered) < len(names) else bool(ordered),
+        },
+    )

@@ -1,0 +1,191 @@
+"""The planner's Workload from a trace, and the link measured with kswap's copies."""
+
+import keras
+import pytest
+
+import kswap
+from kswap import transfer
+from kswap.planning import Link, simulate
+from kswap.profiler.workload import block_layers, step_seconds_by_op, workload_from_trace
+from kswap.trace import Allocation, OpInterval, Trace
+from tests.profiler.models import chain, cnn_data, data, small_cnn
+
+MS = 1_000_000  # ns
+
+
+def _model():
+    inp = keras.Input((8, 8, 3))
+    h = keras.layers.Conv2D(4, 3, padding="same", name="conv")(inp)
+    h = keras.layers.ReLU(name="relu")(h)
+    h = keras.layers.Flatten(name="flat")(h)
+    out = keras.layers.Dense(2, name="head")(h)
+    model = keras.Model(inp, out, name="m")
+    model.compile("adam", "mse")
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _op(name, layer, phase, start, end, line="t1"):
+    return OpInterval(name, "Op", start * MS, end * MS, line, layer=layer, phase=phase, step=0)
+
+
+def _buf(size, start, end, layer, phase, region="output", op=None):
+    return Allocation(
+        size=size,
+        start_ns=start * MS,
+        end_ns=end * MS,
+        layer=layer,
+        phase=phase,
+        step=0,
+        region_type=region,
+        op=op or f"{layer}/op",
+    )
+
+
+def _trace():
+    """A hand-made step of 40 ms: forward conv, relu, head; loss; backward; update."""
+    ops = (
+        _op("data", None, "forward", 1, 2),  # the input pipeline: conv's forward
+        _op("m/conv/Conv2D", "conv", "forward", 2, 6),
+        _op("m/relu/Relu", "relu", "forward", 6, 8),
+        _op("gradient_tape/m/conv/ShapeN", "conv", "backward", 7, 8, "t2"),  # early shape op
+        _op("m/head/MatMul", "head", "forward", 8, 10),
+        _op("compile_loss/Sum", None, "forward", 10, 11),  # the loss: head's forward
+        _op("gradient_tape/compile_loss/Tile", None, "backward", 11, 12),  # head's backward
+        _op("gradient_tape/m/head/MatMul", "head", "backward", 12, 16),
+        _op("gradient_tape/m/relu/ReluGrad", "relu", "backward", 16, 18),
+        _op("gradient_tape/m/conv/BackpropInput", "conv", "backward", 18, 24),
+        _op("gradient_tape/m/conv/BackpropFilter", "conv", "backward", 18, 26, "t2"),
+        _op("adam/Mul", "(optimizer update)", "update", 27, 35),
+    )
+    buffers = (
+        Allocation(size=1000, start_ns=0, end_ns=40 * MS, phase="resident", alive_at_start=True),
+        _buf(300, 3, 18, "conv", "forward"),  # conv's output: relu's backward frees it
+        _buf(50, 3, 5, "conv", "forward", "temp"),  # a forward temporary
+        _buf(200, 7, 18, "relu", "forward"),  # relu's output (saved; freed by ReluGrad)
+        _buf(70, 9, 16, "head", "forward"),  # head's saved tensor
+        _buf(10, 9, 13, None, "forward"),  # the loss's: saved, no block
+        _buf(120, 16, 24, "relu", "backward"),  # relu's input gradient, read by conv
+        _buf(400, 18, 24, "conv", "backward", "temp", "conv/in"),  # im2col of BackpropInput
+        _buf(300, 18, 26, "conv", "backward", "temp", "conv/filter"),  # and BackpropFilter
+    )
+    return Trace(
+        buffers=buffers,
+        steps=((0, 40 * MS),),
+        duration_ns=40 * MS,
+        emulated=True,
+        metadata={"batch_size": 2},
+        ops=ops,
+    )
+
+
+def test_blocks_in_model_order_with_kinds_and_input_bytes():
+    model = _model()
+    assert [n for n, _ in block_layers(model)] == ["conv", "relu", "flat", "head"]
+    work = workload_from_trace(_trace(), model)
+    assert work.names == ("conv", "relu", "flat", "head")
+    # ReLU produces a convolution's input in no model here: conv only
+    assert [b.kind for b in work.blocks] == ["conv", "other", "other", "dense"]
+    # 2 samples of 8x8x3 float32 into conv, 8x8x4 into relu and flat, 256 into head
+    assert [b.input_bytes for b in work.blocks] == [1536, 2048, 2048, 2048]
+
+
+def test_saved_bytes_go_to_the_block_whose_backward_frees_them():
+    work = workload_from_trace(_trace(), _model())
+    saved = {b.name: b.saved_bytes for b in work.blocks}
+    # conv's output is freed after relu's backward (its last reader): relu's
+    assert saved == {"conv": 0, "relu": 500, "flat": 0, "head": 70}
+    # the loss's saved tensor is in no block; 1000 resident less weights and slots
+    weights = sum(v.numpy().nbytes for v in _model().weights)
+    assert work.weight_bytes == weights == sum(b.gradient_bytes for b in work.blocks)
+    # the weights' gradients are held from their block's backward: conv 3x3x3x4 + 4, head 256x2 + 2
+    assert [b.gradient_bytes for b in work.blocks] == [448, 0, 0, 2056]
+    assert work.gradient_bytes == 0
+    assert work.other_bytes == max(1000 - weights - work.optimizer_bytes, 0) + 10
+
+
+def test_times_add_up_to_the_step_and_ops_of_no_block_join_their_neighbours():
+    work = workload_from_trace(_trace(), _model())
+    fwd = {b.name: round(b.forward_seconds * 1e3, 6) for b in work.blocks}
+    bwd = {b.name: round(b.backward_seconds * 1e3, 6) for b in work.blocks}
+    # conv: the 1 ms before the first op, the input pipeline 1, its op 4; the early
+    # shape op (7-8, shared with relu's forward) is backward time
+    assert fwd == {"conv": 6.0, "relu": 1.5, "flat": 0.0, "head": 3.0}
+    # the loss's backward joins head's; 18-24 shared by conv's two ops; 26-27 idle
+    # goes to the update, 35-40 after the last op too
+    assert bwd == {"conv": 8.5, "relu": 2.0, "flat": 0.0, "head": 5.0}
+    assert round(work.update_seconds * 1e3, 6) == 14.0
+    total = sum(b.forward_seconds + b.backward_seconds for b in work.blocks) + work.update_seconds
+    assert total == pytest.approx(0.040)
+    assert work.metadata["step_seconds"] == pytest.approx(0.040)
+
+
+def test_working_sets_one_op_at_a_time_or_as_profiled():
+    ordered = {b.name: b for b in workload_from_trace(_trace(), _model()).blocks}
+    plain = {
+        b.name: b for b in workload_from_trace(_trace(), _model(), ordered_backward=False).blocks
+    }
+    # conv's backward: the gradient it reads (120) with BackpropInput's 400, or all three
+    assert ordered["conv"].backward_bytes == 120 + 400
+    assert plain["conv"].backward_bytes == 120 + 400 + 300
+    assert ordered["relu"].backward_bytes == 120 and ordered["conv"].forward_bytes == 50
+    some = workload_from_trace(_trace(), _model(), ordered_backward=["relu"])
+    assert some.blocks[0].backward_bytes == 820
+    with pytest.raises(ValueError, match="nope"):
+        workload_from_trace(_trace(), _model(), ordered_backward=["nope"])
+
+
+def test_bad_traces_are_refused():
+    model = _model()
+    with pytest.raises(ValueError, match="no profiled steps"):
+        workload_from_trace(Trace(buffers=()), model)
+    no_ops = Trace(buffers=(), steps=((0, 10),), duration_ns=10)
+    with pytest.raises(ValueError, match="no op intervals"):
+        workload_from_trace(no_ops, model)
+    with pytest.raises(ValueError, match="step=3"):
+        workload_from_trace(_trace(), model, step=3)
+
+
+def test_step_seconds_by_op_gives_idle_time_to_the_next_op():
+    ops = [OpInterval("a", "A", 0, 10), OpInterval("b", "B", 5, 10), OpInterval("c", "C", 20, 25)]
+    got = [round(t * 1e9, 3) for t in step_seconds_by_op(ops, -5, 30)]
+    assert got == [12.5, 2.5, 20.0]
+
+
+def test_real_profile_gives_ops_per_layer_and_a_workload_whose_keep_peak_is_close():
+    model = small_cnn("cnn_work")
+    x, y = cnn_data(48)
+    trace = kswap.profile(model, x, y, steps=2, batch_size=16)
+    layers = {o.layer for o in trace.ops}
+    assert {"conv", "bn", "head"} <= layers
+    by_phase = trace.op_time_by_layer_phase(step=1)
+    assert by_phase["conv"]["forward"] > 0 and by_phase["conv"]["backward"] > 0
+    assert "update" in by_phase["(optimizer update)"]
+    work = workload_from_trace(trace, model, ordered_backward=False)
+    assert work.names == ("conv", "bn", "relu", "drop", "gap", "head")
+    assert sum(b.saved_bytes for b in work.blocks) > 0
+    keep = simulate(work, "keep", Link(5e9, 5e9))
+    assert keep.step_seconds == pytest.approx(work.metadata["step_seconds"])
+    measured = trace.peak_bytes("device", 1)
+    assert abs(keep.peak_bytes - measured) <= 0.25 * measured
+
+
+def test_offloaded_trace_builds_the_same_blocks():
+    model = chain()
+    x, y = data(model)
+    offloaded = kswap.OffloadingModel(model)
+    trace = kswap.profile(offloaded, x, y, steps=1, batch_size=32)
+    assert any(o.phase == "transfer" for o in trace.ops)
+    work = workload_from_trace(trace, offloaded)
+    assert work.names == ("d1", "d2", "d3")
+    assert work.metadata["transfer_seconds"] > 0
+
+
+def test_measure_link_is_a_link_and_refuses_bad_sizes():
+    link = transfer.measure_link(4 * 2**20, repeats=2)
+    assert link.name == "measured" and link.latency_s >= 0
+    assert 1e8 < link.h2d_bytes_per_s < 1e12 and 1e8 < link.d2h_bytes_per_s < 1e12
+    with pytest.raises(ValueError, match="nbytes=100"):
+        transfer.measure_link(100, small_bytes=200)
+    with pytest.raises(ValueError, match="repeats=0"):
+        transfer.measure_link(repeats=0)
