@@ -38,6 +38,7 @@ __all__ = [
     "list_to_host",
     "list_to_device",
     "host_stand_in",
+    "host_shape",
     "move_variable",
     "host_update",
     "measure_link",
@@ -130,6 +131,13 @@ def host_stand_in(shape: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     on_host = tf.device("/CPU:0") if has_gpu() else contextlib.nullcontext()
     with tf.name_scope(HOST_SCOPE), on_host:
         return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=False)
+
+
+def host_shape(x: tf.Tensor) -> tf.Tensor:
+    """The dynamic shape of host-tier ``x``, read on the host (no copy of ``x`` is made)."""
+    on_host = tf.device("/CPU:0") if has_gpu() else contextlib.nullcontext()
+    with tf.name_scope(HOST_SCOPE), on_host:
+        return tf.shape(x)
 
 
 def move_variable(variable: tf.Variable, tier: str) -> tf.Variable:

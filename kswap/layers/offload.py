@@ -351,6 +351,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
                 state.offload(t)
     # an input is "skipped" (no gradient wanted) as in replay_gradients
     wanted = {x.ref() for x in xs} | {t.ref() for op in plan.ops for t in op.outputs}
+    others = []
     for op in plan.ops:
         if op in custom or op in loops:
             continue
@@ -362,12 +363,12 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
             if _worth_offloading(t):
                 state.offload(t)
-        # the gradient may read the shapes of the others: take the dynamic ones now
-        others = [t for i, t in enumerate(op.inputs) if i not in ins]
+        # the gradient may read the shapes of the others
+        others += [t for i, t in enumerate(op.inputs) if i not in ins]
         others += [t for i, t in enumerate(op.outputs) if i not in outs]
-        for t in others:
-            if not t.shape.is_fully_defined() and _worth_offloading(t):
-                state.remember_shape(t)
+    for t in others:  # once every host copy exists: a shape is taken from one if it can
+        if not t.shape.is_fully_defined() and _worth_offloading(t):
+            state.remember_shape(t)
     return calls, custom, loops
 
 

@@ -528,7 +528,7 @@ def replay_gradients(
                 src = producer[ref]
                 missing[src] -= 1
                 if missing[src] == 0:
-                    stack.append(src)
+                    stack.insert(0, src)  # the tape queues ready ops first in, first out
     source_grads = [_aggregate(grads.get(t.ref(), [])) for t in sources]
     variable_grads = [
         _aggregate([g for r in reads for g in grads.get(r.ref(), [])]) for reads in variable_reads

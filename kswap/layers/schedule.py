@@ -75,6 +75,53 @@ def canonical(t: tf.Tensor) -> tf.Tensor:
     return t
 
 
+#: Ops whose output has the shape of their inputs broadcast together.
+_ELEMENTWISE = frozenset(
+    {
+        "Abs", "Cast", "Cos", "Elu", "Erf", "Exp", "Expm1", "Floor", "LeakyRelu", "Log",
+        "Log1p", "Neg", "Reciprocal", "Relu", "Relu6", "Round", "Rsqrt", "Selu", "Sigmoid",
+        "Sign", "Sin", "Softplus", "Softsign", "Sqrt", "Square", "Tanh", "Softmax",
+        "LogSoftmax", "Add", "AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "Maximum",
+        "Minimum", "Pow", "SquaredDifference", "AddN", "SelectV2", "StopGradient",
+        "Snapshot",
+    }
+)  # fmt: skip
+
+
+def shape_source(t: tf.Tensor) -> tf.Tensor:
+    """The tensor up ``t``'s elementwise producers that has ``t``'s shape at run time.
+
+    Through an elementwise op whose inputs of unknown shape all come from one
+    source and have the output's static shape, and whose other inputs only
+    broadcast along dimensions of size 1 or ones known to be equal (a scalar
+    constant, a bias): ``c * (x + x ** 3)`` has the shape of ``x``.
+    """
+    while True:
+        op = t.op
+        if op.type not in _ELEMENTWISE and not (
+            op.type == "BiasAdd" and op.get_attr("data_format") in (b"NHWC", "NHWC")
+        ):
+            return t
+        dims = t.shape.as_list() if t.shape.rank is not None else None
+        if dims is None:
+            return t
+        dynamic = [x for x in op.inputs if not x.shape.is_fully_defined()]
+        static = [x for x in op.inputs if x.shape.is_fully_defined()]
+        if not dynamic or any(x.shape.rank is None or x.shape.as_list() != dims for x in dynamic):
+            return t
+        for x in static:
+            sdims = x.shape.as_list()
+            if len(sdims) > len(dims):
+                return t
+            aligned = dims[len(dims) - len(sdims) :]
+            if any(s != 1 and (d is None or s != d) for s, d in zip(sdims, aligned, strict=True)):
+                return t
+        sources = {canonical(shape_source(canonical(x))).ref() for x in dynamic}
+        if len(sources) != 1:
+            return t
+        t = canonical(shape_source(canonical(dynamic[0])))
+
+
 class GraphState:
     """Offloading state of one graph and thread (one replica's trace)."""
 
@@ -85,6 +132,7 @@ class GraphState:
         self.restored: dict = {}  # canonical ref -> device copy made in backward
         self.restore: dict = {}  # canonical ref -> how its host copy comes back, if not to_device
         self.shapes: dict = {}  # canonical ref -> its dynamic shape, taken in forward
+        self.shape_sources: dict = {}  # canonical ref -> same-shaped tensor with a host copy
         self.stand_ins: dict = {}  # canonical ref -> host stand-in made in backward
         self.arrivals: dict[int, tf.Tensor] = {}  # block -> its upstream gradient
         self.finished: dict[int, tuple[list, list]] = {}  # block -> its input, weight grads
@@ -123,13 +171,35 @@ class GraphState:
                 self.restore[c.ref()] = restore
 
     def remember_shape(self, t: tf.Tensor) -> None:
-        """Takes ``t``'s dynamic shape in forward, for :meth:`stand_in`."""
+        """Takes ``t``'s dynamic shape in forward, for :meth:`stand_in`.
+
+        The shape is that of ``t``'s :func:`shape_source`: from its host copy
+        if it has one (taken in backward, no device tensor reads it), else
+        from the source itself in forward. Either way no elementwise
+        intermediate gets an extra reader: Grappler rewrites a chain like
+        ``c * (x * x ** 2)`` into ``(c * x) * x ** 2`` only where nothing else
+        reads the inner product, as in the graph without kswap, where the
+        gradients' ``Shape`` ops are folded away.
+        """
         c = canonical(t)
-        if c.ref() not in self.shapes:
-            self.shapes[c.ref()] = tf.shape(c)
+        if self.has_shape(c):
+            return
+        source = canonical(shape_source(c))
+        if source.ref() in self.host and source.ref() not in self.restore:
+            self.shape_sources[c.ref()] = source  # its shape is read from the host copy
+            return
+        if source.ref() not in self.shapes:
+            self.shapes[source.ref()] = tf.shape(source)
+        self.shapes[c.ref()] = self.shapes[source.ref()]
 
     def has_shape(self, t: tf.Tensor) -> bool:
-        return canonical(t).ref() in self.shapes
+        key = canonical(t).ref()
+        return key in self.shapes or key in self.shape_sources
+
+    def _shape(self, key) -> tf.Tensor:
+        if key in self.shapes:
+            return self.shapes[key]
+        return transfer.host_shape(self.host[self.shape_sources[key].ref()])
 
     def stand_in(self, t: tf.Tensor, gate: list) -> tf.Tensor:
         """A tensor shaped like ``t`` that holds no device memory, made after ``gate``.
@@ -142,7 +212,7 @@ class GraphState:
         key = c.ref()
         if key not in self.stand_ins:
             with tf.control_dependencies(gate):
-                stand_in = transfer.host_stand_in(self.shapes[key], c.dtype)
+                stand_in = transfer.host_stand_in(self._shape(key), c.dtype)
             stand_in.set_shape(c.shape)
             self.stand_ins[key] = stand_in
         return self.stand_ins[key]
@@ -333,7 +403,7 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     last = None
     for i in best:
         op = chosen[i]
-        if _reassociable(op):  # no control edge in or out (see _reassociable)
+        if _reassociable(op) or _foldable(op):  # no control edge in or out (see these)
             continue
         if last is not None and op.type not in _NO_CONTROL_INPUTS:
             op._add_control_input(last)
@@ -373,3 +443,19 @@ def _reassociable(op: tf.Operation) -> bool:
         for t in op.outputs
         for c in t.consumers()
     )
+
+
+def _foldable(op: tf.Operation) -> bool:
+    """Whether ``op`` reduces a broadcast gradient back to its input's shape.
+
+    A binary op's gradient sums over the dimensions ``BroadcastGradientArgs``
+    finds and reshapes the sum to ``tf.shape`` of the input. Where Grappler
+    proves the shapes equal (an unknown batch dimension from one source) it
+    drops both, and then reorders the sum of the gradients by their names as
+    without kswap, but it keeps a ``Reshape`` that has a control input.
+    """
+    if op.type == "Reshape":
+        return op.inputs[1].op.type in ("Shape", "ShapeN")
+    if op.type == "Sum":
+        return op.inputs[1].op.type == "BroadcastGradientArgs"
+    return False

@@ -99,6 +99,7 @@ def train(
     *,
     offload: bool = False,
     remapping: bool = True,
+    dataset: bool = False,
 ) -> Run:
     """Builds a compiled model from seed :data:`SEED` and trains it one epoch through ``fit``.
 
@@ -108,6 +109,10 @@ def train(
         batch_size: Examples per step.
         offload: Train ``kswap.OffloadingModel(model)`` instead.
         remapping: Whether Grappler's remapper runs on the model's functions.
+        dataset: Train from a ``tf.data`` pipeline instead of arrays: the
+            training step is traced with an unknown batch dimension (Keras
+            gives array batches a static one when the batch size divides
+            the number of examples).
     """
     with remapper(remapping):
         keras.utils.set_random_seed(SEED)
@@ -122,9 +127,13 @@ def train(
             on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
         )
         keras.utils.set_random_seed(SEED + 1)
-        model.fit(
-            x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[record]
-        )
+        if dataset:
+            batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+            model.fit(batches, epochs=1, shuffle=False, verbose=0, callbacks=[record])
+        else:
+            model.fit(
+                x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[record]
+            )
         weights = np.concatenate([np.asarray(w.numpy(), np.float64).ravel() for w in model.weights])
     return Run(outputs, np.asarray(losses), weights)
 

@@ -3,7 +3,7 @@
 For one model of each kind (keras.applications EfficientNetB0 and
 MobileNetV3Small, a keras-hub GPT-2 backbone, an LSTM, Keras operations
 between layers, and tanh-approximated GELU in a model whose name sorts after
-``gradient_tape``) the offloaded model is trained next to the plain one from
+``gradient_tape`` and on a sequence) the offloaded model is trained next to the plain one from
 the same seed: the outputs on a batch with ``training=False``, the loss of
 each step and the weights after five steps must be equal bit for bit. Where
 they are not, the deviation must stay within what TensorFlow itself makes of
@@ -16,7 +16,8 @@ remapper's fusions here (``Conv2D`` or ``MatMul`` with ``BiasAdd``, and
 ``Relu``) round like the ops they replace, so the switch changes nothing on
 any of these models. Known gaps are marked ``xfail(strict=True)`` with their
 measured deviation, so that closing one turns its test red until the mark
-goes.
+goes. The models in ``DATASETS`` are trained from a ``tf.data`` pipeline too,
+whose unknown batch dimension gives kswap's gradients dynamic shapes.
 """
 
 import keras
@@ -120,6 +121,21 @@ def _gelu_tanh(x):
     return keras.activations.gelu(x, approximate=True)
 
 
+def gelu_tokens():
+    """Tanh-approximated GELU on a sequence: its gradients reduce broadcasts of a dynamic shape."""
+    inp = keras.Input((8, 16))
+    h = keras.layers.Dense(32, activation=_gelu_tanh, name="d1")(inp)
+    out = keras.layers.Dense(5, name="out")(h)
+    model = keras.Model(inp, out, name="gelu_tokens")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _token_vectors(n):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 8, 16), dtype=np.float32), rng.integers(0, 5, (n, 8))
+
+
 def _vectors(n):
     rng = np.random.default_rng(0)
     return rng.random((n, 32), dtype=np.float32), rng.integers(0, 5, n)
@@ -133,7 +149,13 @@ MODELS = {
     "lstm": (lstm, _sequences, 4),
     "keras_ops": (keras_ops, lambda n: _images(n, 16), 4),
     "gelu_late_name": (gelu_late_name, _vectors, 32),
+    "gelu_tokens": (gelu_tokens, _token_vectors, 4),
 }
+
+#: Models trained from a ``tf.data`` pipeline as well (an unknown batch dimension:
+#: kswap's gradients then read dynamic shapes, which TensorFlow's constant folding
+#: and arithmetic optimizer handle differently from static ones).
+DATASETS = {"gpt2", "gelu_tokens"}
 
 #: Measured gaps (name -> reason), each a strict xfail. On each the remapper switch changes
 #: nothing (every deviation 0), so the bound is zero.
@@ -152,23 +174,24 @@ SLOW = {"efficientnet_b0", "mobilenet_v3_small", "gpt2"}
 
 def _params():
     for name in MODELS:
-        marks = [pytest.mark.xfail(strict=True, reason=GAPS[name])] if name in GAPS else []
-        marks += [pytest.mark.slow] if name in SLOW else []
-        yield pytest.param(name, marks=marks, id=name)
+        for dataset in (False, True) if name in DATASETS else (False,):
+            marks = [pytest.mark.xfail(strict=True, reason=GAPS[name])] if name in GAPS else []
+            marks += [pytest.mark.slow] if name in SLOW else []
+            yield pytest.param(name, dataset, marks=marks, id=name + ("-dataset" if dataset else ""))
 
 
 @pytest.mark.filterwarnings("ignore:kswap cannot replay:UserWarning")
-@pytest.mark.parametrize("name", list(_params()))
-def test_offloaded_training_within_what_the_remapper_changes(name):
+@pytest.mark.parametrize("name,dataset", list(_params()))
+def test_offloaded_training_within_what_the_remapper_changes(name, dataset):
     build, make_data, batch = MODELS[name]
     x, y = make_data(batch * STEPS)
-    plain = train(build, x, y, batch)
-    off = train(build, x, y, batch, offload=True)
+    plain = train(build, x, y, batch, dataset=dataset)
+    off = train(build, x, y, batch, offload=True, dataset=dataset)
     assert len(off.losses) == len(plain.losses) == STEPS
     found = deviation(off, plain)
     if found.within(Deviation(0.0, 0.0, 0.0, 0.0)):
         return  # bit-identical
-    bound = deviation(train(build, x, y, batch, remapping=False), plain)
+    bound = deviation(train(build, x, y, batch, remapping=False, dataset=dataset), plain)
     assert found.within(bound), (
         f"{name}: kswap deviates from the plain model by [{found}]; "
         f"switching the remapper off deviates by [{bound}]"

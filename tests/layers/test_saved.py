@@ -45,6 +45,8 @@ def _read_from_device(graph, scope: str) -> list[str]:
     for op in graph.get_operations():
         if not op.name.startswith(scope + "/") or op.type in ("ReadVariableOp", "Const", "Shape"):
             continue
+        if in_scope(op.name, transfer.HOST_SCOPE):
+            continue  # a host copy (backward may read its shape on the host)
         for t in op.outputs:
             n = t.shape.num_elements()
             if n is not None and n * t.dtype.size < offload.MIN_OFFLOAD_BYTES:
