@@ -24,14 +24,14 @@ it waits for a step where none is.
 
 Example:
     >>> import keras, numpy as np, kswap
-    >>> model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(256, name="a"),
-    ...                           keras.layers.Dense(256, name="b"), keras.layers.Dense(1)])
+    >>> model = keras.Sequential([keras.Input((256,))] + [
+    ...     keras.layers.Dense(256, activation="tanh", name=f"d{i}") for i in range(6)])
     >>> model.compile("adam", "mse")
-    >>> tune = kswap.AutoTune(budget=0.9, profile_steps=1, verbose=0)
-    >>> _ = kswap.OffloadingModel(model).fit(
-    ...     np.ones((512, 256)), np.ones((512, 1)), batch_size=64, callbacks=[tune], verbose=0)
-    >>> tune.plan is not None and tune.done
-    True
+    >>> tune = kswap.AutoTune(budget=0.9, profile_steps=1, link="pcie4", verbose=0)
+    >>> x, y = np.ones((4096, 256), "float32"), np.zeros((4096, 256), "float32")
+    >>> _ = kswap.OffloadingModel(model).fit(x, y, batch_size=1024, callbacks=[tune], verbose=0)
+    >>> tune.plan is not None, len(tune.rounds) >= 1
+    (True, True)
 """
 
 from __future__ import annotations

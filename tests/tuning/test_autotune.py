@@ -9,27 +9,28 @@ import kswap
 from kswap.tuning import AutoTune, current_actions
 
 STEPS = 8
-SIZE = 48
+WIDTH = 128
+BATCH = 2048
 
 
 def _model(seed=0):
+    """Activations dominate: weights and Adam's slots are 0.6 MiB, one layer's output 1 MiB."""
     keras.utils.set_random_seed(seed)
-    inp = keras.Input((SIZE, SIZE, 3))
+    inp = keras.Input((WIDTH,))
     h = inp
-    for i in range(4):
-        h = keras.layers.Conv2D(8, 3, padding="same", name=f"c{i}")(h)
-        h = keras.layers.BatchNormalization(name=f"bn{i}")(h)
-        h = keras.layers.Activation("relu", name=f"r{i}")(h)
-    h = keras.layers.GlobalAveragePooling2D(name="gap")(h)
+    for i in range(6):
+        h = keras.layers.Dense(WIDTH, name=f"d{i}")(h)
+        h = keras.layers.Activation("tanh", name=f"a{i}")(h)
+    h = keras.layers.Dropout(0.1, seed=3, name="drop")(h)
     out = keras.layers.Dense(4, activation="softmax", name="out")(h)
-    model = keras.Model(inp, out, name="cnn")
+    model = keras.Model(inp, out, name="mlp")
     model.compile("adam", "sparse_categorical_crossentropy")
     return model
 
 
-def _data(n=16 * STEPS):
+def _data(n=BATCH * STEPS):
     rng = np.random.default_rng(0)
-    return rng.random((n, SIZE, SIZE, 3), dtype=np.float32), rng.integers(0, 4, n)
+    return rng.random((n, WIDTH), dtype=np.float32), rng.integers(0, 4, n)
 
 
 @pytest.mark.parametrize(
@@ -72,7 +73,7 @@ def test_a_plain_model_is_refused_with_the_line_to_add_and_nothing_trains():
     model = _model()
     before = [w.numpy().copy() for w in model.weights]
     with pytest.raises(ValueError, match=r"model = kswap.OffloadingModel\(model\)"):
-        model.fit(*_data(), batch_size=16, callbacks=[AutoTune(0.5)], verbose=0)
+        model.fit(*_data(), batch_size=BATCH, callbacks=[AutoTune(0.5)], verbose=0)
     for a, w in zip(before, model.weights, strict=True):
         np.testing.assert_array_equal(w.numpy(), a)
 
@@ -83,7 +84,7 @@ def test_without_a_budget_or_a_known_capacity_it_says_so_and_changes_nothing(mon
     before = current_actions(off)
     tune = AutoTune(verbose=0)
     with pytest.warns(UserWarning, match="no budget and knows no device capacity"):
-        off.fit(*_data(32), batch_size=16, callbacks=[tune], verbose=0)
+        off.fit(*_data(BATCH * 2), batch_size=BATCH, callbacks=[tune], verbose=0)
     assert tune.done and tune.rounds == [] and current_actions(off) == before
 
 
@@ -91,11 +92,13 @@ def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
     x, y = _data()
     ref = _model()
     keras.utils.set_random_seed(1)
-    h_ref = ref.fit(x, y, batch_size=16, shuffle=False, verbose=0).history["loss"]
+    h_ref = ref.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0).history["loss"]
     off = kswap.OffloadingModel(_model())
-    tune = AutoTune(0.9, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
+    tune = AutoTune(0.6, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
     keras.utils.set_random_seed(1)
-    h_off = off.fit(x, y, batch_size=16, shuffle=False, verbose=0, callbacks=[tune]).history["loss"]
+    h_off = off.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune]).history[
+        "loss"
+    ]
     assert tune.rounds and tune.start_peak_bytes
     first = tune.rounds[0]
     assert first.target_bytes == tune.plan.budget_bytes or len(tune.rounds) > 1
@@ -112,7 +115,7 @@ def test_a_budget_no_plan_meets_leaves_the_model_as_it_is_and_says_the_smallest(
     before = current_actions(off)
     tune = AutoTune(0.01, profile_steps=1, verbose=0, link="pcie4")
     with pytest.warns(UserWarning, match=r"leaves the model as it is: .*smallest feasible budget"):
-        off.fit(*_data(16 * 3), batch_size=16, callbacks=[tune], verbose=0)
+        off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
     assert tune.done and tune.rounds == [] and current_actions(off) == before
 
 
@@ -121,7 +124,7 @@ def test_a_profiler_it_did_not_start_is_left_running(tmp_path):
     tune = AutoTune(0.6, profile_steps=1, verbose=0, link="pcie4")
     tf.profiler.experimental.start(str(tmp_path))
     try:
-        off.fit(*_data(16 * 3), batch_size=16, callbacks=[tune], verbose=0)
+        off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
         assert tune.rounds == []  # it never got the profiler
     finally:
         tf.profiler.experimental.stop()  # raises if AutoTune had stopped it
