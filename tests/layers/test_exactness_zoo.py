@@ -177,7 +177,8 @@ def _params():
         for dataset in (False, True) if name in DATASETS else (False,):
             marks = [pytest.mark.xfail(strict=True, reason=GAPS[name])] if name in GAPS else []
             marks += [pytest.mark.slow] if name in SLOW else []
-            yield pytest.param(name, dataset, marks=marks, id=name + ("-dataset" if dataset else ""))
+            case = name + ("-dataset" if dataset else "")
+            yield pytest.param(name, dataset, marks=marks, id=case)
 
 
 @pytest.mark.filterwarnings("ignore:kswap cannot replay:UserWarning")
