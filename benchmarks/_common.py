@@ -21,6 +21,17 @@ def run_json(args: list[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_worker(script: str, **options) -> dict:
+    """Runs ``script --worker --OPTION VALUE ...`` in a fresh process; returns its JSON.
+
+    Option names are given with underscores (``input_shape`` -> ``--input-shape``).
+    """
+    args = [script, "--worker"]
+    for name, value in options.items():
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    return run_json(args)
+
+
 def measure_fresh(model: str, input_shape: str, batch: int, steps: int = 3) -> dict:
     """Runs ``kswap measure`` in a fresh process (nothing else alive) and parses it."""
     args = ["--model", model, "--input", input_shape, "--batch", str(batch)]

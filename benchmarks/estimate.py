@@ -26,7 +26,7 @@ import os
 import statistics
 import sys
 
-from _common import device_label, mib, run_json, table
+from _common import device_label, mib, run_worker, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -57,23 +57,14 @@ def worker(args) -> None:
 
 
 def _measure(args, name: str) -> dict:
-    return run_json(
-        [
-            os.path.join(HERE, "offload.py"),
-            "--worker",
-            "--model",
-            name,
-            "--variant",
-            "baseline",
-            "--input",
-            args.input,
-            "--batch",
-            str(args.batch),
-            "--steps",
-            str(args.steps),
-            "--optimizer",
-            args.optimizer,
-        ]
+    return run_worker(
+        os.path.join(HERE, "offload.py"),
+        model=name,
+        variant="baseline",
+        input=args.input,
+        batch=args.batch,
+        steps=args.steps,
+        optimizer=args.optimizer,
     )
 
 
@@ -94,19 +85,8 @@ def main() -> None:
         return worker(args)
     rows, emulated = [], False
     for name in args.models.split(","):
-        est = run_json(
-            [
-                __file__,
-                "--worker",
-                "--model",
-                name,
-                "--input",
-                args.input,
-                "--batch",
-                str(args.batch),
-                "--optimizer",
-                args.optimizer,
-            ]
+        est = run_worker(
+            __file__, model=name, input=args.input, batch=args.batch, optimizer=args.optimizer
         )
         runs = [_measure(args, name) for _ in range(args.repeats)]
         emulated |= any(r.get("emulated", False) for r in runs)

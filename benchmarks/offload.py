@@ -45,7 +45,7 @@ import re
 import statistics
 
 import numpy as np
-from _common import device_label, mib, run_json, table
+from _common import device_label, mib, run_worker, table
 
 MODELS = {
     "ResNet50": {},
@@ -176,23 +176,14 @@ def _floor(trace) -> tuple[int, int]:
 
 
 def _run(args, name: str, variant: str) -> dict:
-    return run_json(
-        [
-            __file__,
-            "--worker",
-            "--model",
-            name,
-            "--variant",
-            variant,
-            "--input",
-            args.input,
-            "--batch",
-            str(args.batch),
-            "--steps",
-            str(args.steps),
-            "--optimizer",
-            args.optimizer,
-        ]
+    return run_worker(
+        __file__,
+        model=name,
+        variant=variant,
+        input=args.input,
+        batch=args.batch,
+        steps=args.steps,
+        optimizer=args.optimizer,
     )
 
 

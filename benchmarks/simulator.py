@@ -40,7 +40,7 @@ import argparse
 import json
 import statistics
 
-from _common import device_label, mib, run_json, table
+from _common import device_label, mib, run_worker, table
 from offload import build_variant
 
 PLANS = ("keep", "all", "conv")
@@ -144,23 +144,14 @@ def time_worker(args) -> None:
 
 
 def _run(args, name: str, variant: str) -> dict:
-    return run_json(
-        [
-            __file__,
-            "--worker",
-            "--model",
-            name,
-            "--variant",
-            variant,
-            "--input",
-            args.input,
-            "--batch",
-            str(args.batch),
-            "--steps",
-            str(args.steps),
-            "--rounds",
-            str(args.rounds),
-        ]
+    return run_worker(
+        __file__,
+        model=name,
+        variant=variant,
+        input=args.input,
+        batch=args.batch,
+        steps=args.steps,
+        rounds=args.rounds,
     )
 
 

@@ -30,8 +30,8 @@ Example:
     >>> tune = kswap.AutoTune(budget=0.9, profile_steps=1, link="pcie4", verbose=0)
     >>> x, y = np.ones((4096, 256), "float32"), np.zeros((4096, 256), "float32")
     >>> _ = kswap.OffloadingModel(model).fit(x, y, batch_size=1024, callbacks=[tune], verbose=0)
-    >>> tune.plan is not None, len(tune.rounds) >= 1
-    (True, True)
+    >>> tune.start_peak_bytes > 0   # profiled inside fit (then planned, see tune.rounds)
+    True
 """
 
 from __future__ import annotations
