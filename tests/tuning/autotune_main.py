@@ -1,7 +1,7 @@
 """AutoTune's closed loop in a fresh process (``python -m tests.tuning.autotune_main``).
 
 Trains ``tests.tuning.test_autotune``'s MLP plain and offloaded with
-``kswap.AutoTune(0.6)`` from the same seed and prints, as JSON on its last
+``kswap.AutoTune(0.85)`` from the same seed and prints, as JSON on its last
 line, what the loop did and whether losses and weights are bit-identical.
 """
 
@@ -21,7 +21,7 @@ def main() -> None:
     keras.utils.set_random_seed(1)
     h_ref = ref.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0).history["loss"]
     off = kswap.OffloadingModel(_model())
-    tune = AutoTune(0.6, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
+    tune = AutoTune(0.85, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
     keras.utils.set_random_seed(1)
     h_off = off.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
     planned = dict(zip(tune.plan.blocks, tune.plan.actions, strict=True)) if tune.plan else None
