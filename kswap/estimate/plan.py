@@ -33,9 +33,9 @@ from typing import Any
 
 import keras
 
-from kswap.estimate.workload import as_device, check_batch_size, estimate_workload
+from kswap.estimate.workload import check_batch_size, estimate_workload
 from kswap.planning.budget import Budget, parse_budget
-from kswap.planning.devices import Device
+from kswap.planning.devices import Device, as_device
 from kswap.planning.link import Link, as_link
 from kswap.planning.plan import Plan
 from kswap.planning.strategies import STRATEGIES, make_plan

@@ -42,19 +42,10 @@ from kswap.estimate.flops import roofline_seconds
 from kswap.estimate.graph import trace_step
 from kswap.estimate.memory import StepBytes, analyze
 from kswap.estimate.state import resolve_optimizer, state_bytes
-from kswap.planning.devices import Device
+from kswap.planning.devices import Device, as_device
 from kswap.planning.workload import Block, Workload
 
 __all__ = ["estimate_workload", "as_device", "check_batch_size"]
-
-
-def as_device(device: Device | str) -> Device:
-    """A :class:`Device` from a Device or a preset's name (ValueError naming an unknown one)."""
-    if isinstance(device, Device):
-        return device
-    if isinstance(device, str):
-        return Device.preset(device)
-    raise ValueError(f"`device` must be a Device or a preset's name. Received: device={device!r}")
 
 
 def check_batch_size(batch_size: Any) -> int:

@@ -268,19 +268,17 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
     @tf.custom_gradient
     def block(*xs):
         seeds_before = lstate.seed_values()
-        if wrapper.action.kind == "recompute":  # planned: the forward runs again in backward
-            outputs = call(xs)
-            structure["outputs"] = outputs
-            flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
-            host = wrapper.action.checkpoint == "host"
-            return flat_out, _recompute_grad(wrapper, state, index, xs, call, seeds_before, host)
-        if graph:
+        planned_recompute = wrapper.action.kind == "recompute"  # the forward runs again
+        if graph and not planned_recompute:
             with record.VariableWatcher() as watcher:
                 outputs, ops, scopes = replay.record_ops(lambda: call(xs))
         else:
             outputs, ops, scopes = call(xs), [], {}
         structure["outputs"] = outputs
         flat_out = [tf.convert_to_tensor(o) for o in keras.tree.flatten(outputs)]
+        if planned_recompute:
+            host = wrapper.action.checkpoint == "host"
+            return flat_out, _recompute_grad(wrapper, state, index, xs, call, seeds_before, host)
         plan = replay.plan_replay(ops, xs, flat_out, watcher.watched_variables()) if graph else None
         if plan is not None and plan.replayable:
             specials = _offload_reads(state, plan, xs)

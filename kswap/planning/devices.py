@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Device", "DEVICES"]
+__all__ = ["Device", "DEVICES", "as_device"]
 
 GiB = 2**30
 T = 1e12
@@ -85,3 +85,12 @@ DEVICES: dict[str, Device] = {
         Device("cpu", 0.1 * T, None, None, 20e9, "cpu", "emulated device (placeholders)"),
     )
 }
+
+
+def as_device(device: Device | str) -> Device:
+    """A :class:`Device` from a Device or a preset's name (ValueError naming an unknown one)."""
+    if isinstance(device, Device):
+        return device
+    if isinstance(device, str):
+        return Device.preset(device)
+    raise ValueError(f"`device` must be a Device or a preset's name. Received: device={device!r}")

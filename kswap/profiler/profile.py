@@ -187,6 +187,23 @@ def run_steps(model, batches: Sequence[tuple], *, static_batch: bool = False) ->
     return [steps.run(i) for i in range(len(steps))]
 
 
+def xplane_files(logdir: str) -> set[str]:
+    """The profiler's ``.xplane.pb`` files under ``logdir``."""
+    return set(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
+
+
+def new_xplane(logdir: str, before: set[str]) -> str:
+    """The newest ``.xplane.pb`` file under ``logdir`` that is not in ``before``.
+
+    Raises:
+        RuntimeError: If the profiler wrote none.
+    """
+    new = sorted(xplane_files(logdir) - before, key=os.path.getmtime)
+    if not new:
+        raise RuntimeError(f"The TensorFlow profiler wrote no trace under {logdir!r}.")
+    return new[-1]
+
+
 def profile_steps(steps: FitSteps, indices: Sequence[int], logdir: str) -> str:
     """Runs batches ``indices`` of ``steps`` under a profiler kswap starts and stops.
 
@@ -199,7 +216,7 @@ def profile_steps(steps: FitSteps, indices: Sequence[int], logdir: str) -> str:
     """
     if steps.model.train_function is None:
         steps.warm_up(indices[0])
-    before = set(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
+    before = xplane_files(logdir)
     try:
         # Default options: TensorFlow 2.21 ignores the integer ones given from
         # Python (and warns), and its defaults record the allocator events.
@@ -216,11 +233,7 @@ def profile_steps(steps: FitSteps, indices: Sequence[int], logdir: str) -> str:
             steps.run(i, marker=number)
     finally:
         tf.profiler.experimental.stop()
-    after = set(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
-    new = sorted(after - before, key=os.path.getmtime)
-    if not new:
-        raise RuntimeError(f"The TensorFlow profiler wrote no trace under {logdir!r}.")
-    return new[-1]
+    return new_xplane(logdir, before)
 
 
 def variable_bytes(v) -> int:

@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import glob
 import numbers
 import os
 import shutil
@@ -52,6 +51,7 @@ from kswap.optimizer_state import host_variables, place_optimizer_state
 from kswap.planning import STRATEGIES, Link, Plan, make_plan, parse_budget, smallest_budget
 from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.link import as_link
+from kswap.profiler.profile import new_xplane, read_trace, xplane_files
 from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
 
@@ -225,9 +225,7 @@ class AutoTune(keras.callbacks.Callback):
         if self.logdir is None and self._own_logdir is None:
             self._own_logdir = tempfile.mkdtemp(prefix="kswap-autotune-")
         self._dir = self.logdir or self._own_logdir
-        self._before = set(
-            glob.glob(os.path.join(self._dir, "plugins", "profile", "*", "*.xplane.pb"))
-        )
+        self._before = xplane_files(self._dir)
         try:
             tf.profiler.experimental.start(self._dir)
         except tf.errors.AlreadyExistsError:  # someone else's profiler: try the next step
@@ -235,20 +233,13 @@ class AutoTune(keras.callbacks.Callback):
             return
         self._profiling, self._profiled = True, 0
 
-    def _stop_profiler(self) -> str | None:
+    def _stop_profiler(self) -> None:
         tf.profiler.experimental.stop()
         self._profiling = False
-        after = set(glob.glob(os.path.join(self._dir, "plugins", "profile", "*", "*.xplane.pb")))
-        new = sorted(after - self._before, key=os.path.getmtime)
-        return new[-1] if new else None
 
     def _finish_window(self) -> None:
-        from kswap.profiler.profile import read_trace
-
-        path = self._stop_profiler()
-        if path is None:
-            raise RuntimeError(f"The TensorFlow profiler wrote no trace under {self._dir!r}.")
-        trace = read_trace(path, self.model)
+        self._stop_profiler()
+        trace = read_trace(new_xplane(self._dir, self._before), self.model)
         if not self.rounds or self.rounds[-1].measured_peak_bytes is not None:
             self._plan(trace, None)
         else:

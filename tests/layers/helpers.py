@@ -33,3 +33,21 @@ def assert_same_state(a, b, rtol=0.0):
         np.testing.assert_allclose(
             vb, va, rtol=rtol, atol=rtol * float(np.max(np.abs(va)) + 1e-30), err_msg=wa.path
         )
+
+
+def trained_references(fit):
+    """``get(kind)``: the plain model of ``kind`` and its ``fit(model, *data(model))``.
+
+    Each kind is trained once, from :func:`build` with the optimizer built in
+    ``fit`` as a user would; a module-scoped fixture returns this so that the
+    tests training twins on the same arrays share it (they only read it).
+    """
+    runs = {}
+
+    def get(kind):
+        if kind not in runs:
+            ref = compile_(build(kind))
+            runs[kind] = ref, fit(ref, *data(ref))
+        return runs[kind]
+
+    return get

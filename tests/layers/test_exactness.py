@@ -6,7 +6,7 @@ import pytest
 
 import kswap
 from kswap.layers import Offload
-from tests.layers.helpers import assert_same_state, build, compile_, data
+from tests.layers.helpers import assert_same_state, build, compile_, data, trained_references
 from tests.layers.models import BUILDERS
 
 POLICIES = {
@@ -32,15 +32,7 @@ def reference():
     same arrays from the same seed (they only read it). It is compiled and
     fitted as a user would: its optimizer is built inside ``fit``.
     """
-    runs = {}
-
-    def get(kind):
-        if kind not in runs:
-            ref = compile_(build(kind))
-            runs[kind] = ref, _fit(ref, *data(ref))
-        return runs[kind]
-
-    return get
+    return trained_references(_fit)
 
 
 def _policy(name, model):

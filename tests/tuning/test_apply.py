@@ -11,7 +11,7 @@ from kswap.layers import Offload
 from kswap.planning import Link, Plan
 from kswap.planning.actions import Action
 from kswap.tuning import apply_plan, current_actions, wrappers
-from tests.layers.helpers import assert_same_state, build, compile_, data
+from tests.layers.helpers import assert_same_state, build, compile_, data, trained_references
 
 #: Every wrapper gets the action, or (``mixed``) the actions in turn.
 ACTIONS = {
@@ -36,15 +36,7 @@ def _fit(model, x, y, epochs=1):
 
 @pytest.fixture(scope="module")
 def reference():
-    runs = {}
-
-    def get(kind):
-        if kind not in runs:
-            ref = compile_(build(kind))
-            runs[kind] = ref, _fit(ref, *data(ref))
-        return runs[kind]
-
-    return get
+    return trained_references(_fit)
 
 
 def _planned(model, forms):
