@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import keras
 import numpy as np
@@ -187,21 +187,32 @@ def run_steps(model, batches: Sequence[tuple], *, static_batch: bool = False) ->
     return [steps.run(i) for i in range(len(steps))]
 
 
-def xplane_files(logdir: str) -> set[str]:
-    """The profiler's ``.xplane.pb`` files under ``logdir``."""
-    return set(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
+def xplane_files(logdir: str) -> dict[str, int]:
+    """The profiler's ``.xplane.pb`` files under ``logdir``, each with its mtime (ns).
+
+    The mtime matters: the profiler names a run's folder after the second it
+    started, so two runs within one second write the same path.
+    """
+    paths = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+    return {path: os.stat(path).st_mtime_ns for path in paths}
 
 
-def new_xplane(logdir: str, before: set[str]) -> str:
-    """The newest ``.xplane.pb`` file under ``logdir`` that is not in ``before``.
+def new_xplane(logdir: str, before: Mapping[str, int]) -> str:
+    """The newest ``.xplane.pb`` file under ``logdir`` written since ``before``.
+
+    Args:
+        logdir: The profiler's log directory.
+        before: :func:`xplane_files` of ``logdir`` before the profiler started.
+            A file is new if its path is not in it or its mtime changed.
 
     Raises:
         RuntimeError: If the profiler wrote none.
     """
-    new = sorted(xplane_files(logdir) - before, key=os.path.getmtime)
+    now = xplane_files(logdir)
+    new = sorted((t, p) for p, t in now.items() if before.get(p) != t)
     if not new:
         raise RuntimeError(f"The TensorFlow profiler wrote no trace under {logdir!r}.")
-    return new[-1]
+    return new[-1][1]
 
 
 def profile_steps(steps: FitSteps, indices: Sequence[int], logdir: str) -> str:

@@ -41,6 +41,7 @@ import numbers
 import os
 import shutil
 import tempfile
+import time
 import warnings
 
 import keras
@@ -214,6 +215,7 @@ class AutoTune(keras.callbacks.Callback):
         self._profiled = 0
         self._marker = None
         self._own_logdir: str | None = None
+        self._last_start = -1
         self._budget: Budget | None = None
 
     def _close_marker(self) -> None:
@@ -225,12 +227,17 @@ class AutoTune(keras.callbacks.Callback):
         if self.logdir is None and self._own_logdir is None:
             self._own_logdir = tempfile.mkdtemp(prefix="kswap-autotune-")
         self._dir = self.logdir or self._own_logdir
+        # The profiler names a run's folder after the second it starts: wait
+        # for a new second so one window's trace never overwrites the last.
+        if int(time.time()) <= self._last_start:
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
         self._before = xplane_files(self._dir)
         try:
             tf.profiler.experimental.start(self._dir)
         except tf.errors.AlreadyExistsError:  # someone else's profiler: try the next step
             self._next_start += 1
             return
+        self._last_start = int(time.time())
         self._profiling, self._profiled = True, 0
 
     def _stop_profiler(self) -> None:

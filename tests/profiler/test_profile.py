@@ -1,5 +1,6 @@
 import glob
 import json
+import os
 
 import keras
 import numpy as np
@@ -8,6 +9,7 @@ import tensorflow as tf
 
 import kswap
 from kswap import transfer
+from kswap.profiler.profile import new_xplane, xplane_files
 from kswap.trace import read_xspace
 from tests.profiler.models import chain, cnn_data, data, small_cnn
 
@@ -127,3 +129,19 @@ def test_xprof_converter_agrees(tmp_path):
     theirs = int(profile[allocator]["profileSummary"]["peakStats"]["peakBytesInUse"])
     ours = trace.peak_bytes("device")
     assert abs(theirs - ours) <= 0.02 * ours
+
+
+def test_a_trace_rewritten_at_the_same_path_is_new(tmp_path):
+    # The profiler names a run's folder after the second it started: two runs
+    # within one second write the same path, and the second is still new.
+    run = tmp_path / "plugins" / "profile" / "2026_12_01_18_00_00"
+    run.mkdir(parents=True)
+    path = run / "host.xplane.pb"
+    path.write_bytes(b"first")
+    before = xplane_files(str(tmp_path))
+    with pytest.raises(RuntimeError, match="wrote no trace"):
+        new_xplane(str(tmp_path), before)
+    stat = path.stat()
+    path.write_bytes(b"second")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    assert new_xplane(str(tmp_path), before) == str(path)
