@@ -90,6 +90,11 @@ def place_optimizer_state(
         variables: The variables the optimizer trains, to build it with if it
             is not built yet.
 
+    The old variables' buffers are freed at once, so functions traced
+    before the move (a model's ``train_function``) cannot run any more:
+    set them to None (:func:`kswap.OffloadingModel` and
+    :func:`kswap.apply_plan` do) and Keras traces them again.
+
     Returns:
         Whether anything moved.
 
@@ -119,7 +124,8 @@ def place_optimizer_state(
     if any(isinstance(v._value, tf.distribute.DistributedValues) for v in slots):
         raise ValueError(_DISTRIBUTED)
     for v in slots:  # the Keras variable stays; the TensorFlow variable under it moves
-        v._value = transfer.move_variable(v._value, tier)
+        old, v._value = v._value, transfer.move_variable(v._value, tier)
+        transfer.release_variable(old)  # a traced step's capture would keep it alive
     host = {id(v) for v in slots}
     for opt in _chain(optimizer):
         for name in _ASSIGNS:

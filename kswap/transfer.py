@@ -40,6 +40,7 @@ __all__ = [
     "host_stand_in",
     "host_shape",
     "move_variable",
+    "release_variable",
     "host_update",
     "measure_link",
 ]
@@ -161,6 +162,22 @@ def move_variable(variable: tf.Variable, tier: str) -> tf.Variable:
             aggregation=variable.aggregation,
             synchronization=variable.synchronization,
         )
+
+
+def release_variable(variable: tf.Variable) -> None:
+    """Frees ``variable``'s buffer now, even where traced functions still hold its handle.
+
+    A function traced before a variable moved (:func:`move_variable`)
+    captures the old variable's handle, and TensorFlow keeps the buffer as
+    long as any handle lives: without this, a model's old optimizer slots
+    stay on the device after they move to the host. The variable cannot be
+    read afterwards; functions that captured it must be traced again.
+    """
+    # Variables hold their resource by a counted handle, which destroying does
+    # not free: give it an empty value in place of its buffer instead.
+    with tf.init_scope():
+        empty = tf.zeros([0], variable.dtype)
+        tf.raw_ops.AssignVariableOp(resource=variable.handle, value=empty, validate_shape=False)
 
 
 @contextlib.contextmanager
