@@ -13,10 +13,10 @@ workload from its own trace (``kswap.profiler.workload.workload_from_trace``,
 last profiled step) and simulates three plans on it with that link:
 everything kept, every block swapped (``all``) and the blocks of kind
 ``"conv"`` swapped (``conv``), prefetch 1, optimizer state on the device. A
-block kswap wraps runs its backward ops one at a time, so the workload of
-each plan counts the wrapped blocks' backward working sets that way
-(``ordered_backward``): none for ``keep``, all for ``all``, the conv blocks
-for ``conv``. Predicted peaks are medians over the baseline's processes,
+block kswap swaps runs its backward ops one at a time and a kept one runs
+them side by side; the workload holds both working sets (``backward_bytes``
+and ``keep_backward_bytes``) and the simulator takes each block's from its
+action. Predicted peaks are medians over the baseline's processes,
 measured ones over each variant's processes.
 
 **Time.** Separate processes on a shared machine drift apart, so step times
@@ -55,11 +55,8 @@ def _predict(trace, model, link=None, step=None) -> dict:
 
     link = link or transfer.measure_link()
     out = {"link": link.to_dict()}
-    base = workload_from_trace(trace, model, step=step, ordered_backward=False)
-    conv = [b.name for b in base.blocks if b.kind == "conv"]
+    work = workload_from_trace(trace, model, step=step)
     for plan in PLANS:
-        ordered = {"keep": False, "all": True, "conv": conv}[plan]
-        work = workload_from_trace(trace, model, step=step, ordered_backward=ordered)
         actions = {
             "keep": "keep",
             "all": "swap",
@@ -75,9 +72,9 @@ def _predict(trace, model, link=None, step=None) -> dict:
             "step_seconds": sim.step_seconds,
             "copy_seconds": copies,
         }
-    out["profiled_step_seconds"] = base.metadata["step_seconds"]
-    out["blocks"] = len(base.blocks)
-    out["saved_bytes"] = base.saved_bytes
+    out["profiled_step_seconds"] = work.metadata["step_seconds"]
+    out["blocks"] = len(work.blocks)
+    out["saved_bytes"] = work.saved_bytes
     return out
 
 

@@ -77,6 +77,7 @@ class Engine:
         self.inp = [b.input_bytes for b in blocks]
         self.fb = [b.forward_bytes for b in blocks]
         self.bb = [b.backward_bytes for b in blocks]
+        self.kbb = [b.keep_backward_bytes for b in blocks]
         self.gb = [b.gradient_bytes for b in blocks]
         self.out_saved = [link.seconds(s, "d2h") for s in self.saved]
         self.in_saved = [link.seconds(s, "h2d") for s in self.saved]
@@ -111,7 +112,8 @@ class Engine:
         """Simulates one step with one code per block and the slots' tier."""
         n = self.n
         self.work += n + 1
-        saved, inp, fb, bb, gb = self.saved, self.inp, self.fb, self.bb, self.gb
+        saved, inp, fb, gb = self.saved, self.inp, self.fb, self.gb
+        bbs = (self.kbb, self.bb)  # a kept block's backward runs as without kswap
         fe, rec, bwd = self.fe, self.rec, self.bwd
         out_saved, out_inp, in_saved, in_inp = (
             self.out_saved,
@@ -202,9 +204,10 @@ class Engine:
             be = bs + bwd[j]
             if gb[j]:  # its weights' gradients, kept until the update
                 add((bs, gb[j]))
-            if bb[j]:
-                add((bs, bb[j]))
-                add((be, -bb[j]))
+            work = bbs[kind != KEEP][j]
+            if work:
+                add((bs, work))
+                add((be, -work))
             add((be, -saved[j]))
             if kind >= RECOMPUTE:
                 add((be, -inp[j]))

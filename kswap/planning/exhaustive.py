@@ -138,7 +138,7 @@ def _search(ctx: Context, menus: list, host: bool, best: list) -> None:
                 start_bytes += e.inp[i]
             # ... and when its backward starts: its tensors, its working set, and
             # everything kept for the blocks before it
-            back_bytes = base + held + e.saved[i] + e.bb[i]
+            back_bytes = base + held + e.saved[i] + (e.kbb if kind == KEEP else e.bb)[i]
             if kind >= RECOMPUTE:
                 back_bytes += e.inp[i]
             if start_bytes > budget or back_bytes > budget or base + h > budget:

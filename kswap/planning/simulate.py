@@ -26,7 +26,8 @@ bytes over time and when each stream is busy. The model:
   forward ends (recomputed; again from its recompute's start); a recomputed
   block's ``input_bytes`` from its forward to its backward (or, on the host,
   like a swap); ``forward_bytes`` during a forward or recompute;
-  ``backward_bytes`` during a backward; a block's ``gradient_bytes`` from its
+  ``backward_bytes`` during a backward (``keep_backward_bytes`` for a kept
+  block); a block's ``gradient_bytes`` from its
   backward's start to the step's end. The device peak is the most of their
   sum at any instant; a buffer freed at an instant is gone before one
   allocated at the same instant arrives.

@@ -67,8 +67,14 @@ class Block:
             recomputed block keeps (or swaps) instead of ``saved_bytes``.
         forward_bytes: Working set of its forward (and of a recompute) beyond
             ``saved_bytes``: temporaries freed when it ends.
-        backward_bytes: Working set of its backward: gradients of its inputs
-            and outputs, temporaries.
+        backward_bytes: Working set of its backward as kswap's wrappers run
+            it (a swapped or recomputed block): gradients of its inputs and
+            outputs, temporaries.
+        keep_backward_bytes: The same when the block is kept, and its
+            backward runs as without kswap; defaults to ``backward_bytes``.
+            On CPU the two differ: kswap runs a block's gradient ops one
+            after another, the plain step runs them side by side, each with
+            its temporaries (a convolution's im2col buffers).
         kind: What the layer is (``"conv"``, ``"dense"``, ``"norm"``...);
             vDNN's ``conv`` policy swaps the blocks of kind ``"conv"``.
         swappable: Whether its saved tensors may go to the host.
@@ -91,6 +97,7 @@ class Block:
     swappable: bool = True
     recomputable: bool = True
     gradient_bytes: int = 0
+    keep_backward_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -103,6 +110,11 @@ class Block:
             "gradient_bytes",
         ):
             object.__setattr__(self, name, as_bytes(name, getattr(self, name)))
+        if self.keep_backward_bytes is None:
+            object.__setattr__(self, "keep_backward_bytes", self.backward_bytes)
+        else:
+            value = as_bytes("keep_backward_bytes", self.keep_backward_bytes)
+            object.__setattr__(self, "keep_backward_bytes", value)
         if self.recompute_seconds is None:
             object.__setattr__(self, "recompute_seconds", self.forward_seconds)
         for name in ("forward_seconds", "backward_seconds", "recompute_seconds"):

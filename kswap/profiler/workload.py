@@ -35,10 +35,12 @@ forward):
   ``backward_bytes``: the same of the backward-phase step buffers freed by
   ``t_e`` (weight gradients, kept for the update, are ``gradient_bytes``),
   so the gradient the block receives is in its working set. kswap's
-  wrappers run a block's backward ops one after another, so by default
-  (``ordered_backward=True``) only the largest op's temporaries count
-  (the CPU's convolution gradients each allocate im2col buffers of several
-  times their output, which the plain step runs side by side).
+  wrappers run a swapped or recomputed block's backward ops one after
+  another, so there only the largest op's temporaries count; a kept block
+  runs them side by side (the CPU's convolution gradients each allocate
+  im2col buffers of several times their output): ``keep_backward_bytes``.
+  Whichever way a block ran in the profiled step is measured; the other is
+  derived (one op's temporaries, or all of them at once).
 - ``input_bytes``: the layer's inputs, from their shapes and dtypes at the
   trace's batch size.
 - ``kind``: ``"conv"`` for the layers ``OffloadingModel(policy="conv")``
@@ -88,17 +90,31 @@ def block_layers(model) -> list[tuple[str, keras.layers.Layer]]:
     Nested models are walked (their layers are named ``outer/inner``, as in
     the trace); kswap's wrappers are looked through.
     """
+    return [(name, inner) for name, inner, _ in _walk(model)]
+
+
+def ordered_blocks(model) -> set[str]:
+    """Trace names of the blocks whose backward kswap runs one op at a time.
+
+    Those of kswap's wrappers that swap or recompute; a kept block (and a
+    plain model's layer) runs its backward as without kswap.
+    """
+    return {name for name, _, wrapper in _walk(model) if wrapper and wrapper.action.kind != "keep"}
+
+
+def _walk(model) -> list[tuple[str, keras.layers.Layer, keras.layers.Layer | None]]:
     from kswap.layers.offload import Offload
 
     out = []
     for layer in model.layers:
         if isinstance(layer, keras.layers.InputLayer):
             continue
-        inner = layer.layer if isinstance(layer, Offload) else layer
+        wrapper = layer if isinstance(layer, Offload) else None
+        inner = layer.layer if wrapper else layer
         if isinstance(inner, keras.Model) and hasattr(inner, "layers"):
-            out.extend((f"{inner.name}/{n}", sub) for n, sub in block_layers(inner))
+            out.extend((f"{inner.name}/{n}", sub, w) for n, sub, w in _walk(inner))
         else:
-            out.append((layer.name, inner))
+            out.append((layer.name, inner, wrapper))
     return out
 
 
@@ -192,8 +208,8 @@ def _add(sets: list[list[Allocation]], b: Allocation, own: int | None, reader: i
         sets[k].append(b)
 
 
-def _ordered_peak(buffers: Sequence[Allocation]) -> int:
-    """Most bytes alive at once if the ops ran one at a time: only one op's temporaries at once."""
+def _temporaries(buffers: Sequence[Allocation]) -> tuple[list[Allocation], dict]:
+    """The buffers that are not an op's temporaries, and each op's temporary bytes."""
     temps: dict[str | None, int] = {}
     kept = []
     for b in buffers:
@@ -201,7 +217,22 @@ def _ordered_peak(buffers: Sequence[Allocation]) -> int:
             temps[b.op] = temps.get(b.op, 0) + b.size
         else:
             kept.append(b)
+    return kept, temps
+
+
+def _ordered_peak(buffers: Sequence[Allocation]) -> int:
+    """Most bytes alive at once if the ops ran one at a time: only one op's temporaries at once."""
+    kept, temps = _temporaries(buffers)
     return _peak(kept) + max(temps.values(), default=0)
+
+
+def _side_by_side_peak(buffers: Sequence[Allocation]) -> int:
+    """Most bytes alive at once if the ops that ran one at a time had run side by side.
+
+    An upper bound: every op's temporaries at once.
+    """
+    kept, temps = _temporaries(buffers)
+    return _peak(kept) + sum(temps.values())
 
 
 def _peak(buffers: Sequence[Allocation]) -> int:
@@ -223,7 +254,7 @@ def workload_from_trace(
     *,
     step: int | None = None,
     name: str | None = None,
-    ordered_backward: bool | Collection[str] = True,
+    ordered_backward: bool | Collection[str] | None = None,
 ) -> Workload:
     """Builds the planner's workload from one profiled step (see the module's docstring).
 
@@ -233,12 +264,14 @@ def workload_from_trace(
         model: The profiled model (plain or offloaded).
         step: Which profiled step; the last if None.
         name: The workload's name; the model's if None.
-        ordered_backward: Working sets of the backward as kswap's wrappers run
-            it, one op after another (the temporaries of one op at a time):
-            True for every block, False for none (as the profiled step ran
-            its ops, side by side), or the names of the blocks that are
-            wrapped (``OffloadingModel(policy="conv")`` wraps the blocks of
-            kind ``"conv"`` only).
+        ordered_backward: The blocks whose backward ran one op at a time in
+            the profiled step: True for every block, False for none, or
+            their names; None (default) takes them from the model (kswap's
+            wrappers that swap or recompute, :func:`ordered_blocks`). Each
+            block gets both working sets, ``backward_bytes`` (one op's
+            temporaries at a time, as kswap runs a swapped or recomputed
+            block) and ``keep_backward_bytes`` (side by side, as a kept block
+            runs): the one that ran is measured, the other derived from it.
 
     Returns:
         A :class:`~kswap.planning.Workload`; its ``metadata`` records the
@@ -338,6 +371,8 @@ def workload_from_trace(
         if b.phase == "transfer" and b.start_ns < t_b < b.end_ns and b.layer in index:
             saved[index[b.layer]] += b.size
 
+    if ordered_backward is None:
+        ordered_backward = ordered_blocks(model)
     if isinstance(ordered_backward, bool):
         ordered = set(names) if ordered_backward else set()
     else:
@@ -363,7 +398,8 @@ def workload_from_trace(
                 backward_seconds=bwd[k],
                 input_bytes=_input_bytes(layer, batch),
                 forward_bytes=_peak(sets["forward"][k]),
-                backward_bytes=(_ordered_peak if block_name in ordered else _peak)(
+                backward_bytes=_ordered_peak(sets["backward"][k]),
+                keep_backward_bytes=(_side_by_side_peak if block_name in ordered else _peak)(
                     sets["backward"][k]
                 ),
                 kind=kinds[id(layer)],

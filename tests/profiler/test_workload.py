@@ -120,19 +120,50 @@ def test_times_add_up_to_the_step_and_ops_of_no_block_join_their_neighbours():
     assert work.metadata["step_seconds"] == pytest.approx(0.040)
 
 
-def test_working_sets_one_op_at_a_time_or_as_profiled():
-    ordered = {b.name: b for b in workload_from_trace(_trace(), _model()).blocks}
-    plain = {
-        b.name: b for b in workload_from_trace(_trace(), _model(), ordered_backward=False).blocks
-    }
+def test_working_sets_one_op_at_a_time_and_side_by_side():
+    # the trace ran its ops side by side (a plain model): kept blocks' working
+    # sets are measured, the one-at-a-time ones derived
+    plain = {b.name: b for b in workload_from_trace(_trace(), _model()).blocks}
     # conv's backward: the gradient it reads (120) with BackpropInput's 400, or all three
+    assert plain["conv"].backward_bytes == 120 + 400
+    assert plain["conv"].keep_backward_bytes == 120 + 400 + 300
+    assert plain["relu"].backward_bytes == plain["relu"].keep_backward_bytes == 120
+    assert plain["conv"].forward_bytes == 50
+    # as if the trace had run conv one op at a time: side by side is every
+    # op's temporaries at once (here the same as measured, as they overlapped)
+    ordered = {
+        b.name: b for b in workload_from_trace(_trace(), _model(), ordered_backward=True).blocks
+    }
     assert ordered["conv"].backward_bytes == 120 + 400
-    assert plain["conv"].backward_bytes == 120 + 400 + 300
-    assert ordered["relu"].backward_bytes == 120 and ordered["conv"].forward_bytes == 50
+    assert ordered["conv"].keep_backward_bytes == 120 + 400 + 300
     some = workload_from_trace(_trace(), _model(), ordered_backward=["relu"])
-    assert some.blocks[0].backward_bytes == 820
+    assert some.blocks[0].keep_backward_bytes == 820
     with pytest.raises(ValueError, match="nope"):
         workload_from_trace(_trace(), _model(), ordered_backward=["nope"])
+
+
+def test_a_kept_block_simulates_its_side_by_side_working_set():
+    import dataclasses
+
+    from kswap.planning import Link, simulate
+
+    work = workload_from_trace(_trace(), _model())
+    alike = dataclasses.replace(
+        work,
+        blocks=tuple(
+            dataclasses.replace(b, keep_backward_bytes=b.backward_bytes) for b in work.blocks
+        ),
+    )
+    link = Link(1e12, 1e12)
+    peaks = {
+        actions: (
+            simulate(work, actions, link).peak_bytes,
+            simulate(alike, actions, link).peak_bytes,
+        )
+        for actions in ("keep", "swap")
+    }
+    assert peaks["keep"][0] > peaks["keep"][1]  # conv's BackpropFilter temporaries too
+    assert peaks["swap"][0] == peaks["swap"][1]
 
 
 def test_bad_traces_are_refused():
