@@ -203,7 +203,13 @@ class _LastReader:
 
 
 def _add(sets: list[list[Allocation]], b: Allocation, own: int | None, reader: int | None):
-    """Counts ``b`` in the working set of the block that made it and of the one that freed it."""
+    """Counts ``b`` in the working set of the block that made it and of the one that freed it.
+
+    An op's temporary is freed by the op itself: it counts for its own block
+    only (the last op to end before it is freed may be another block's).
+    """
+    if b.region_type == "temp" and own is not None:
+        reader = None
     for k in {own, reader} - {None}:
         sets[k].append(b)
 
