@@ -54,6 +54,7 @@ from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.link import as_link
 from kswap.profiler.profile import new_xplane, read_trace, xplane_files
 from kswap.trace import STEP_MARKER, Trace
+from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
 
 __all__ = ["AutoTune", "Round"]
@@ -99,7 +100,9 @@ class AutoTune(keras.callbacks.Callback):
         profile_steps: Steps profiled for the plan.
         max_rounds: Plans applied at most (the first and its tightenings).
         logdir: Where the profiler writes its traces (kept, for
-            TensorBoard's Profile plugin); None uses a temporary directory.
+            TensorBoard's Profile plugin) and, under ``logdir/kswap``, each
+            round's scalars, plan and device memory image
+            (:mod:`kswap.tuning.report`); None: a temporary directory, no report.
         verbose: 0 silent, 1 one line per round, 2 also the plan's table.
     """
 
@@ -261,6 +264,7 @@ class AutoTune(keras.callbacks.Callback):
             if self.start_peak_bytes is None:  # the model as it came: the fallback
                 self.start_peak_bytes = trace.peak_bytes("device")
                 self._start = (current_actions(self.model), _optimizer_tier(self.model))
+                self._first_trace = trace
             self.workload = workload_from_trace(trace, self.model)
             if self.link is None:
                 self.link = transfer.measure_link()
@@ -276,6 +280,10 @@ class AutoTune(keras.callbacks.Callback):
         apply_plan(self.model, plan)
         self.model.make_train_function(force=True)
         self.rounds.append(Round(plan, plan.budget_bytes or 0))
+        if self.logdir is not None:
+            report.write_plan(
+                self.logdir, len(self.rounds), plan, self.workload, self.rounds[0].target_bytes
+            )
         self._next_start = self._step + 1  # the next step traces the new one
         if self.verbose:
             counts = ", ".join(f"{n} {k}" for k, n in plan.counts().items())
@@ -293,6 +301,16 @@ class AutoTune(keras.callbacks.Callback):
         last = self.rounds[-1]
         self.rounds[-1] = dataclasses.replace(last, measured_peak_bytes=peak)
         budget_bytes = self.rounds[0].target_bytes
+        if self.logdir is not None:
+            report.write_measurement(
+                self.logdir,
+                len(self.rounds),
+                last.plan,
+                self.workload,
+                budget_bytes,
+                self._first_trace,
+                trace,
+            )
         over = peak - budget_bytes
         if self.verbose:
             verdict = "within" if over <= 0 else "over"

@@ -3,19 +3,65 @@
 Trains ``tests.tuning.test_autotune``'s MLP plain and offloaded with
 ``kswap.AutoTune(0.85)`` from the same seed and prints, as JSON on its last
 line, what the loop did and whether losses and weights are bit-identical.
+
+With ``--logdir D`` it trains only the offloaded model, for the five steps
+one round takes (warm-up, profiled, planned, traced again, measured), with
+``AutoTune(logdir=D)``, and prints each round's bytes and the device and
+allocator peaks of each profiled window (what the Profile plugin shows).
 """
 
+import argparse
+import dataclasses
 import json
+import os
 
 import keras
 import numpy as np
 
 import kswap
+from kswap.profiler.profile import read_trace, xplane_files
 from kswap.tuning import AutoTune, current_actions
 from tests.tuning.test_autotune import BATCH, _data, _model
 
 
+def report(logdir: str) -> dict:
+    tune = AutoTune(0.85, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir)
+    off = kswap.OffloadingModel(_model())
+    off.fit(*_data(BATCH * 5), batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
+    rounds = [
+        {
+            "predicted_peak_bytes": r.plan.predicted_peak_bytes,
+            "baseline_peak_bytes": r.plan.baseline_peak_bytes,
+            "measured_peak_bytes": r.measured_peak_bytes,
+            "blocks": list(r.plan.blocks),
+        }
+        for r in tune.rounds
+    ]
+    profiles = {}  # the profiled windows, by the Profile plugin's run name
+    for path in xplane_files(logdir):
+        trace = read_trace(path, off)
+        one_tier = tuple(dataclasses.replace(b, tier="device") for b in trace.buffers)
+        profiles[os.path.basename(os.path.dirname(path))] = {
+            "device_peak_bytes": trace.peak_bytes("device"),
+            # on a CPU one allocator serves both tiers: what the plugin shows
+            "allocator_peak_bytes": dataclasses.replace(trace, buffers=one_tier).peak_bytes(),
+        }
+    return {
+        "rounds": rounds,
+        "profiles": profiles,
+        "budget_bytes": tune.rounds[0].target_bytes if tune.rounds else None,
+        "start_peak_bytes": tune.start_peak_bytes,
+        "emulated": not kswap.transfer.has_gpu(),
+    }
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--logdir")
+    args = parser.parse_args()
+    if args.logdir:
+        print(json.dumps(report(args.logdir)))
+        return
     x, y = _data()
     ref = _model()
     keras.utils.set_random_seed(1)

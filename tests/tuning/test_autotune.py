@@ -95,11 +95,15 @@ def test_without_a_budget_or_a_known_capacity_it_says_so_and_changes_nothing(mon
     assert tune.done and tune.rounds == [] and current_actions(off) == before
 
 
-def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
-    # in a fresh process: the device peak of this one counts other tests' tensors
+def run_main(*args: str) -> dict:
+    """Runs ``tests/tuning/autotune_main.py`` in a fresh process; its last line's JSON.
+
+    A fresh process: TensorFlow's CPU allocator is chosen before it starts,
+    and the device peak of this one counts other tests' tensors.
+    """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.tuning.autotune_main"],
+        [sys.executable, "-m", "tests.tuning.autotune_main", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -107,7 +111,11 @@ def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
+    result = run_main()
     assert result["rounds"] >= 1 and result["start_peak_bytes"] > 0
     assert result["first_measured"]  # the step after the first plan was profiled
     assert result["actions_are_the_plan"] or result["restored"]
