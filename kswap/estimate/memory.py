@@ -13,7 +13,8 @@ block:
   reads its input (for its kernel's gradient) but a product with a
   non-trainable mask reads only the mask. A tensor is counted once, in the
   first block (in forward order) that reads it: its backward comes last, so
-  the tensor lives until then. Views (``Reshape``, ``Identity``...) share
+  the tensor lives until then; the later blocks that read it too are its
+  block's ``shared`` bytes. Views (``Reshape``, ``Identity``...) share
   their source's buffer. Weights (``ReadVariableOp``) and the model's inputs
   are not saved bytes: they stay on the device whatever the plan does.
 - **input bytes**: the block's inputs, which a recompute keeps instead.
@@ -92,6 +93,7 @@ class BlockBytes:
     backward_bytes: int
     forward_costs: tuple[OpCost, ...]
     backward_costs: tuple[OpCost, ...]
+    shared: tuple[tuple[str, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +193,7 @@ def analyze(step: TracedStep, trainable_handles: set[int] | None = None) -> Step
     g = _Graph(step, trainable_handles)
     blocks = step.blocks
     owner: dict[str, int] = {}
+    readers: dict[str, set[int]] = {}
     root_of: dict[str, tf.Tensor] = {}
     per_op_reads: dict[str, list[tf.Tensor]] = {}
     for i, block in enumerate(blocks):
@@ -201,9 +204,14 @@ def analyze(step: TracedStep, trainable_handles: set[int] | None = None) -> Step
                 r = g.root(t)
                 root_of[r.name] = r
                 owner.setdefault(r.name, i)
+                readers.setdefault(r.name, set()).add(i)
     saved = [0] * len(blocks)
+    shared: list[dict[int, int]] = [{} for _ in blocks]
     for name, i in owner.items():
-        saved[i] += tensor_bytes(root_of[name])
+        size = tensor_bytes(root_of[name])
+        saved[i] += size
+        for j in readers[name] - {i}:  # later blocks whose backward reads it too
+            shared[i][j] = shared[i].get(j, 0) + size
     # last forward use (block index) of each buffer made in a block
     last_use: dict[str, int] = {}
     outputs = {g.root(t).name for t in step.outputs}
@@ -226,7 +234,9 @@ def analyze(step: TracedStep, trainable_handles: set[int] | None = None) -> Step
                     in_flight[j] += tensor_bytes(t)
     result = []
     for i, block in enumerate(blocks):
-        result.append(_block(block, i, g, owner, saved[i], last_use, in_flight[i], per_op_reads))
+        b = _block(block, i, g, owner, saved[i], last_use, in_flight[i], per_op_reads)
+        also = tuple((blocks[j].name, n) for j, n in sorted(shared[i].items()))
+        result.append(dataclasses.replace(b, shared=also))
     return StepBytes(
         blocks=tuple(result),
         input_bytes=sum(tensor_bytes(t) for t in step.inputs),

@@ -141,6 +141,7 @@ def estimate_workload(
                 input_bytes=b.input_bytes,
                 forward_bytes=b.forward_bytes,
                 backward_bytes=b.backward_bytes,
+                shared=b.shared,
                 kind=b.kind,
                 swappable=b.wrapped,
                 recomputable=b.wrapped,

@@ -78,9 +78,19 @@ class Engine:
         self.fb = [b.forward_bytes for b in blocks]
         self.bb = [b.backward_bytes for b in blocks]
         self.kbb = [b.keep_backward_bytes for b in blocks]
+        index = {b.name: i for i, b in enumerate(blocks)}
+        #: shared[i]: (reader j, bytes) of block i's saved tensors that j's backward reads too
+        self.shared = [[(index[name], size) for name, size in b.shared if size] for b in blocks]
+        #: incoming[j]: bytes j's backward reads that other blocks' saved bytes hold
+        self.incoming = [0] * n
+        for pairs in self.shared:
+            for j, size in pairs:
+                self.incoming[j] += size
+        # a swapped block copies out and brings back all its backward reads
+        self.fetched = [s + c for s, c in zip(self.saved, self.incoming, strict=True)]
         self.gb = [b.gradient_bytes for b in blocks]
-        self.out_saved = [link.seconds(s, "d2h") for s in self.saved]
-        self.in_saved = [link.seconds(s, "h2d") for s in self.saved]
+        self.out_saved = [link.seconds(s, "d2h") for s in self.fetched]
+        self.in_saved = [link.seconds(s, "h2d") for s in self.fetched]
         self.out_inp = [link.seconds(s, "d2h") for s in self.inp]
         self.in_inp = [link.seconds(s, "h2d") for s in self.inp]
         # the forward's times do not depend on the actions: copies never gate it
@@ -114,6 +124,7 @@ class Engine:
         self.work += n + 1
         saved, inp, fb, gb = self.saved, self.inp, self.fb, self.gb
         bbs = (self.kbb, self.bb)  # a kept block's backward runs as without kswap
+        fetched, incoming = self.fetched, self.incoming
         fe, rec, bwd = self.fe, self.rec, self.bwd
         out_saved, out_inp, in_saved, in_inp = (
             self.out_saved,
@@ -131,7 +142,9 @@ class Engine:
         d2h_end = [0.0] * n
         heap: list = []  # copies back whose trigger has fired: (ready time, -block)
         triggers: dict[int, list[int]] = {}
+        held = [0] * n  # bytes a kept block holds for another's action: freed after its backward
         begin = self.backward_begin
+        shared = self.shared
         for i in range(n):
             kind, prefetch = codes[i]
             if kind == KEEP:
@@ -141,16 +154,26 @@ class Engine:
             if kind == RECOMPUTE:
                 drop.append(drop_i)
                 grow.append(self._grow_inp[i])
+                for j, size in shared[i]:
+                    if codes[j][0] == KEEP:  # TensorFlow keeps it for j's backward
+                        grow.append((e, size))
+                        held[j] += size
                 continue
             start = e if e > d2h_free else d2h_free
             if kind == SWAP:
                 d2h_free = start + out_saved[i]
                 out.append((d2h_free, -saved[i]))
+                freed = d2h_free
             else:
                 drop.append(drop_i)
                 grow.append(self._grow_inp[i])
                 d2h_free = start + out_inp[i]
                 out.append((d2h_free, -inp[i]))
+                freed = e
+            for j, size in shared[i]:
+                if codes[j][0] == KEEP:  # TensorFlow keeps it for j's backward
+                    out.append((freed, size))
+                    held[j] += size
             d2h_end[i] = d2h_free
             if detail and d2h_free > start:
                 spans.append(("d2h", start, d2h_free, i, "swap out"))
@@ -183,7 +206,7 @@ class Engine:
                     start = ready if ready > h2d_free else h2d_free
                     if codes[i][0] == SWAP:
                         h2d_free = start + in_saved[i]
-                        fetch.append((start, saved[i]))
+                        fetch.append((start, fetched[i]))
                     else:
                         h2d_free = start + in_inp[i]
                         fetch.append((start, inp[i]))
@@ -209,6 +232,10 @@ class Engine:
                 add((bs, work))
                 add((be, -work))
             add((be, -saved[j]))
+            if held[j]:
+                add((be, -held[j]))
+            if kind == SWAP and incoming[j]:
+                add((be, -incoming[j]))
             if kind >= RECOMPUTE:
                 add((be, -inp[j]))
             if detail:

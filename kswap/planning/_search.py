@@ -47,18 +47,40 @@ class Context:
         self._memo: dict[Candidate, tuple[float, int]] = {}
         self.cache: dict = {}  # what the strategies compute once per problem
         blocks = workload.blocks
-        self.swappable = [b.swappable and b.saved_bytes > 0 for b in blocks]
+        # a block with nothing saved of its own may read another's (Block.shared)
+        reads = self.engine.fetched
+        self.swappable = [b.swappable and reads[i] > 0 for i, b in enumerate(blocks)]
         self.recomputable = [b.recomputable and b.saved_bytes > 0 for b in blocks]
+        #: evicting block i swaps the kept readers of its shared tensors too (see couple)
+        self._readers = [[j for j, _ in pairs if self.swappable[j]] for pairs in self.engine.shared]
 
     # --- evaluation -------------------------------------------------------------
 
+    def couple(self, codes: Sequence[Code]) -> tuple[Code, ...]:
+        """``codes`` with the kept readers of every evicted block's shared tensors swapped.
+
+        A tensor two blocks' backwards read (``Block.shared``) stays on the
+        device while either keeps it, so evicting one block alone saves
+        nothing of it: the strategies' one-block moves would never find the
+        pair. Candidates are evaluated, and become plans, coupled.
+        """
+        out = None
+        for i, (kind, prefetch) in enumerate(codes):
+            if kind == KEEP:
+                continue
+            for j in self._readers[i]:
+                if (out or codes)[j][0] == KEEP:
+                    out = out or list(codes)
+                    out[j] = (SWAP, prefetch if kind == SWAP else 1)
+        return tuple(codes) if out is None else tuple(out)
+
     def cost(self, codes: Sequence[Code], host: bool) -> tuple[float, int]:
-        """``(step seconds, peak bytes)`` of a candidate (memoized)."""
+        """``(step seconds, peak bytes)`` of a candidate (memoized), coupled (:meth:`couple`)."""
         key = (tuple(codes), host)
         found = self._memo.get(key)
         self.engine.work += 1  # a look-up costs a little too: a search of seen plans ends
         if found is None:
-            run = self.engine.run(key[0], host)
+            run = self.engine.run(self.couple(key[0]), host)
             found = self._memo[key] = (run.step_seconds, run.peak_bytes)
         return found
 
@@ -66,7 +88,7 @@ class Context:
         return self.cost(codes, host)[1] <= self.budget
 
     def detail(self, codes: Sequence[Code], host: bool) -> Run:
-        return self.engine.run(tuple(codes), host, detail=True)
+        return self.engine.run(self.couple(codes), host, detail=True)
 
     def better(self, a: Candidate, b: Candidate | None, ties: str = "traffic") -> bool:
         """Whether ``a`` is better than ``b``.
@@ -118,6 +140,7 @@ class Context:
         """The :class:`Plan` of a candidate."""
         codes, host = candidate
         step, peak = self.cost(codes, host)
+        codes = self.couple(codes)
         actions = tuple(action_of(c) for c in codes)
         w = self.workload
         swapped = recomputed = 0

@@ -75,6 +75,11 @@ class Block:
             On CPU the two differ: kswap runs a block's gradient ops one
             after another, the plain step runs them side by side, each with
             its temporaries (a convolution's im2col buffers).
+        shared: ``(block name, bytes)`` pairs: bytes of its saved tensors
+            that a later block's backward reads too (a ReLU's output, which
+            the next convolution reads for its kernel's gradient). While that
+            block is kept, TensorFlow holds them on the device until its
+            backward has run, whatever this block's action.
         kind: What the layer is (``"conv"``, ``"dense"``, ``"norm"``...);
             vDNN's ``conv`` policy swaps the blocks of kind ``"conv"``.
         swappable: Whether its saved tensors may go to the host.
@@ -98,6 +103,7 @@ class Block:
     recomputable: bool = True
     gradient_bytes: int = 0
     keep_backward_bytes: int | None = None
+    shared: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -115,6 +121,13 @@ class Block:
         else:
             value = as_bytes("keep_backward_bytes", self.keep_backward_bytes)
             object.__setattr__(self, "keep_backward_bytes", value)
+        try:
+            shared = tuple((str(n), as_bytes("shared", b)) for n, b in self.shared)
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"`shared` must hold (block name, bytes) pairs. Received: shared={self.shared!r}"
+            ) from e
+        object.__setattr__(self, "shared", shared)
         if self.recompute_seconds is None:
             object.__setattr__(self, "recompute_seconds", self.forward_seconds)
         for name in ("forward_seconds", "backward_seconds", "recompute_seconds"):
@@ -169,6 +182,13 @@ class Workload:
             if b.name in seen:
                 raise ValueError(f"Block names must be unique. Received: {b.name!r} twice")
             seen.add(b.name)
+        for b in blocks:
+            unknown = [n for n, _ in b.shared if n not in seen or n == b.name]
+            if unknown:
+                raise ValueError(
+                    f"Block {b.name!r} shares its saved bytes with blocks the workload "
+                    f"lacks: {unknown[:5]}"
+                )
         object.__setattr__(self, "blocks", blocks)
         for name in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "other_bytes"):
             object.__setattr__(self, name, as_bytes(name, getattr(self, name)))

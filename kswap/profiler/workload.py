@@ -71,6 +71,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import warnings
 from collections.abc import Collection, Sequence
 
 import keras
@@ -160,6 +161,31 @@ def _kinds(model) -> dict[int, str]:
         else:
             kinds[id(layer)] = "other"
     return kinds
+
+
+def _batch_of(trace: Trace, layers, step: int) -> int:
+    """The batch size of a trace that does not record it (one profiled inside ``fit``).
+
+    The leading dimension most often found in the step's buffers of a
+    layer whose output shape, but for the batch, matches theirs.
+    """
+    tails: dict[str, tuple[str, ...]] = {}
+    for name, layer in layers:
+        try:
+            shape = tuple(layer.output.shape)
+        except (AttributeError, ValueError, RuntimeError):
+            continue
+        if len(shape) > 1 and all(d is not None for d in shape[1:]):
+            tails[name] = tuple(str(d) for d in shape[1:])
+    votes: dict[int, int] = {}
+    for b in trace.buffers:
+        tail = tails.get(b.layer) if b.step == step and b.shape else None
+        if tail is None:
+            continue
+        dims = b.shape.strip("[]()").replace(" ", "").split(",")
+        if tuple(dims[1:]) == tail and dims[0].isdigit():
+            votes[int(dims[0])] = votes.get(int(dims[0]), 0) + 1
+    return max(votes, key=lambda k: (votes[k], k)) if votes else 0
 
 
 def _input_bytes(layer, batch: int) -> int:
@@ -254,6 +280,34 @@ def _peak(buffers: Sequence[Allocation]) -> int:
     return best
 
 
+def _shared(model, batch: int, index: dict[str, int], saved: list[int]) -> dict[str, tuple]:
+    """``Block.shared`` of each block, from the model's graph (capped at its saved bytes)."""
+    from kswap.estimate.graph import trace_step
+    from kswap.estimate.memory import analyze
+
+    try:
+        step = analyze(trace_step(model, batch))
+    except Exception as e:  # the workload stays usable: each tensor with one reader
+        warnings.warn(
+            f"kswap could not trace {model.name!r} to find tensors that several blocks' "
+            f"backward reads ({type(e).__name__}: {e}); the plan assumes one reader each.",
+            stacklevel=3,
+        )
+        return {}
+    out = {}
+    for b in step.blocks:
+        if b.name not in index:
+            continue
+        room, pairs = saved[index[b.name]], []
+        for name, size in b.shared:
+            if name in index and name != b.name and room > 0:
+                pairs.append((name, min(size, room)))
+                room -= pairs[-1][1]
+        if pairs:
+            out[b.name] = tuple(pairs)
+    return out
+
+
 def workload_from_trace(
     trace: Trace,
     model,
@@ -261,6 +315,7 @@ def workload_from_trace(
     step: int | None = None,
     name: str | None = None,
     ordered_backward: bool | Collection[str] | None = None,
+    shared: bool = True,
 ) -> Workload:
     """Builds the planner's workload from one profiled step (see the module's docstring).
 
@@ -278,6 +333,10 @@ def workload_from_trace(
             temporaries at a time, as kswap runs a swapped or recomputed
             block) and ``keep_backward_bytes`` (side by side, as a kept block
             runs): the one that ran is measured, the other derived from it.
+        shared: Find which saved tensors the backward of more than one block
+            reads (``Block.shared``) from the model's graph at the trace's
+            batch size (:func:`kswap.estimate.memory.analyze`; a trace shows
+            only the last reader).
 
     Returns:
         A :class:`~kswap.planning.Workload`; its ``metadata`` records the
@@ -308,7 +367,7 @@ def workload_from_trace(
         raise ValueError(f"`trace` step {step} has no backward ops: is it a training step?")
     t_e = max(o.end_ns for o in backward)
     kinds = _kinds(model)
-    batch = int(trace.metadata.get("batch_size") or 0)
+    batch = int(trace.metadata.get("batch_size") or 0) or _batch_of(trace, layers, step)
 
     # --- times ----------------------------------------------------------------
     seconds = step_seconds_by_op(ops, lo, hi)
@@ -394,11 +453,13 @@ def workload_from_trace(
         for v in layer.trainable_weights:
             if trainable.pop(id(v), None) is not None:  # a shared weight counts once
                 grads[k] += variable_bytes(v)
+    also = _shared(model, batch, index, saved) if shared and batch else {}
     blocks = []
     for k, (block_name, layer) in enumerate(layers):
         blocks.append(
             Block(
                 name=block_name,
+                shared=also.get(block_name, ()),
                 saved_bytes=saved[k],
                 forward_seconds=fwd[k],
                 backward_seconds=bwd[k],

@@ -93,7 +93,7 @@ def _payload(**changes):
         ("[1, 2]", "Not a kswap workload: expected a JSON object. Received: list"),
         ('{"format": "kswap.trace/1"}', "expected format 'kswap.workload/1'"),
         ({"format": "kswap.workload/1"}, "missing field\\(s\\) fields, blocks"),
-        (_payload(blocks=[[1, 2]]), "block 0 must be a list of 13 values"),
+        (_payload(blocks=[[1, 2]]), "block 0 must be a list of 14 values"),
         (_payload(fields="x"), "`fields` and `blocks` must be lists"),
         (_payload(fields=["name", "saved_bytes"]), "blocks lack forward_seconds"),
         (_payload(fields=[*_payload()["fields"], "color"]), "unknown block field"),

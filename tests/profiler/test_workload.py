@@ -104,6 +104,20 @@ def test_saved_bytes_go_to_the_block_whose_backward_frees_them():
     assert work.other_bytes == max(1000 - weights - work.optimizer_bytes, 0) + 10
 
 
+def test_a_trace_from_fit_without_its_batch_size_gets_it_from_the_buffers_shapes():
+    import dataclasses
+
+    trace = _trace()
+    conv_out = dataclasses.replace(trace.buffers[1], shape="[2,8,8,4]")
+    fit_trace = dataclasses.replace(
+        trace, buffers=(trace.buffers[0], conv_out, *trace.buffers[2:]), metadata={}
+    )
+    model = _model()
+    inputs = [b.input_bytes for b in workload_from_trace(fit_trace, model).blocks]
+    assert inputs == [1536, 2048, 2048, 2048]
+    assert workload_from_trace(fit_trace, model).metadata["batch_size"] == 2
+
+
 def test_times_add_up_to_the_step_and_ops_of_no_block_join_their_neighbours():
     work = workload_from_trace(_trace(), _model())
     fwd = {b.name: round(b.forward_seconds * 1e3, 6) for b in work.blocks}
