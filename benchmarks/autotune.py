@@ -3,8 +3,8 @@
     python benchmarks/autotune.py                                  # MobileNetV2, 64x64, batch 32
     python benchmarks/autotune.py --models ResNet50,MobileNetV2,VGG16 --input 96,96,3 --processes 3
 
-Each model (keras.applications, ``weights=None``, 5 classes, Adam, seed 0,
-as ``benchmarks/offload.py`` builds it) runs in ``--processes`` fresh
+Each model (keras.applications, ``weights=None``, Adam, seed 0, as
+``benchmarks/offload.py`` builds it) runs in ``--processes`` fresh
 processes. Each process:
 
 1. measures the plain model's device peak (``kswap.profile``, 2 steps, the
@@ -27,27 +27,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
 from _common import device_label, mib, run_worker, table
+from offload import build_variant
 
 
-def _data(shape, batch, steps):
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    x = rng.random((batch * steps, *shape), dtype=np.float32)
-    return x, rng.integers(0, 5, batch * steps)
-
-
-def _build(name, shape):
-    import keras
-
-    keras.utils.set_random_seed(0)
-    model = getattr(keras.applications, name)(weights=None, input_shape=shape, classes=5)
-    model.compile("adam", "sparse_categorical_crossentropy")
-    return model
+def _build(name, input_shape):
+    return build_variant(name, "baseline", input_shape)
 
 
 def _fit(model, x, y, batch, callbacks=()):
@@ -64,19 +53,22 @@ def _fit(model, x, y, batch, callbacks=()):
 
 def worker(args) -> dict:
     import kswap
+    from kswap.modelspec import synthetic_data
 
-    shape = tuple(int(v) for v in args.input.split(","))
-    x, y = _data(shape, args.batch, args.steps)
-    model = _build(args.model, shape)
+    model = _build(args.model, args.input)
+    x, y = synthetic_data(model, args.batch * args.steps)
     baseline = kswap.profile(model, x, y, steps=2, batch_size=args.batch)
     budget = float(args.budget) if args.budget.replace(".", "", 1).isdigit() else args.budget
     tune = kswap.AutoTune(budget, link=args.link, profile_steps=1, verbose=1)
     t0 = time.perf_counter()
     losses = _fit(kswap.OffloadingModel(model), x, y, args.batch, [tune])
     seconds = time.perf_counter() - t0
-    reference = _fit(_build(args.model, shape), x, y, args.batch)
+    reference = _fit(_build(args.model, args.input), x, y, args.batch)
     rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(losses, reference, strict=True))
     plan = tune.plan
+    if args.plans and plan is not None and not tune.restored:
+        os.makedirs(args.plans, exist_ok=True)
+        plan.to_json(os.path.join(args.plans, f"{args.model}-{os.getpid()}.json"))
     return {
         "measured_baseline_bytes": baseline.peak_bytes("device", len(baseline.steps) - 1),
         "estimated_baseline_bytes": plan.baseline_peak_bytes if plan else None,
@@ -114,6 +106,7 @@ def main() -> None:
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--link", default=None, help="a preset name; default: measured")
     p.add_argument("--out", default=None, help="also write the results as JSON here")
+    p.add_argument("--plans", default=None, help="keep AutoTune's last plans here (JSON)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -123,6 +116,8 @@ def main() -> None:
     options = dict(input=args.input, batch=args.batch, budget=args.budget, steps=args.steps)
     if args.link:
         options["link"] = args.link
+    if args.plans:
+        options["plans"] = os.path.abspath(args.plans)
     results: dict[str, list[dict]] = {}
     rows = []
     emulated = True

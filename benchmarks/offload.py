@@ -14,7 +14,10 @@ feeds a ``tf.data`` dataset batched with ``drop_remainder=True``, so the step
 is traced with the batch size known, where arrays give ``fit``'s unknown
 batch dimension, and ``-recompute-loops`` recomputes recurrent layers instead
 of replaying their loops, as kswap did before it could),
-``remat`` (the model built inside ``keras.RematScope(mode="full")``) and
+``plan:PATH`` (``kswap.OffloadingModel(model, policy=Plan)`` of a plan saved
+as JSON, such as the one ``benchmarks/autotune.py --plans DIR`` keeps of
+AutoTune's last round), ``remat`` (the model built inside
+``keras.RematScope(mode="full")``) and
 ``remat-activations`` (``mode="activations"``). A configuration that cannot
 train is reported with its error. Each is measured by ``kswap.measure``
 (warm-up, median of 5 timed steps, 5 profiled steps) in a process of its own,
@@ -93,6 +96,13 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
             f"keras.applications.{name}", shape, optimizer=optimizer, **MODELS.get(name, {})
         )
 
+    if variant.startswith("plan:"):
+        from kswap.planning import Plan
+
+        plan = Plan.from_json(variant.removeprefix("plan:"))
+        keras.utils.set_random_seed(0)
+        model = build()
+        return kswap.OffloadingModel(model, policy=plan)
     keras.utils.set_random_seed(0)
     if variant.startswith("remat"):
         mode = variant.split("-", 1)[1] if "-" in variant else "full"

@@ -40,7 +40,8 @@ forward):
   runs them side by side (the CPU's convolution gradients each allocate
   im2col buffers of several times their output): ``keep_backward_bytes``.
   Whichever way a block ran in the profiled step is measured; the other is
-  derived (one op's temporaries, or all of them at once).
+  derived (one op's temporaries, or those of as many ops as the executor
+  runs at once: the CPU's inter-op threads, one on a GPU).
 - ``input_bytes``: the layer's inputs, from their shapes and dtypes at the
   trace's batch size.
 - ``kind``: ``"conv"`` for the layers ``OffloadingModel(policy="conv")``
@@ -71,6 +72,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import os
 import warnings
 from collections.abc import Collection, Sequence
 
@@ -258,13 +260,23 @@ def _ordered_peak(buffers: Sequence[Allocation]) -> int:
     return _peak(kept) + max(temps.values(), default=0)
 
 
-def _side_by_side_peak(buffers: Sequence[Allocation]) -> int:
+def _side_by_side_peak(buffers: Sequence[Allocation], width: int) -> int:
     """Most bytes alive at once if the ops that ran one at a time had run side by side.
 
-    An upper bound: every op's temporaries at once.
+    ``width`` ops at most run at once (the executor's threads): the largest
+    ``width`` ops' temporaries together.
     """
     kept, temps = _temporaries(buffers)
-    return _peak(kept) + sum(temps.values())
+    return _peak(kept) + sum(sorted(temps.values(), reverse=True)[:width])
+
+
+def _width(trace: Trace) -> int:
+    """How many ops the plain step runs at once: the CPU's cores, or a GPU's one stream."""
+    if not trace.emulated:
+        return 1
+    import tensorflow as tf
+
+    return tf.config.threading.get_inter_op_parallelism_threads() or os.cpu_count() or 1
 
 
 def _peak(buffers: Sequence[Allocation]) -> int:
@@ -454,6 +466,7 @@ def workload_from_trace(
             if trainable.pop(id(v), None) is not None:  # a shared weight counts once
                 grads[k] += variable_bytes(v)
     also = _shared(model, batch, index, saved) if shared and batch else {}
+    width = _width(trace)
     blocks = []
     for k, (block_name, layer) in enumerate(layers):
         blocks.append(
@@ -466,8 +479,10 @@ def workload_from_trace(
                 input_bytes=_input_bytes(layer, batch),
                 forward_bytes=_peak(sets["forward"][k]),
                 backward_bytes=_ordered_peak(sets["backward"][k]),
-                keep_backward_bytes=(_side_by_side_peak if block_name in ordered else _peak)(
-                    sets["backward"][k]
+                keep_backward_bytes=(
+                    _side_by_side_peak(sets["backward"][k], width)
+                    if block_name in ordered
+                    else _peak(sets["backward"][k])
                 ),
                 kind=kinds[id(layer)],
                 gradient_bytes=grads[k],
