@@ -6,12 +6,15 @@
 1. after ``warmup_steps`` steps it profiles ``profile_steps`` steps with
    TensorFlow's profiler (allocator events and op times), and reads them
    into a :class:`~kswap.Trace`;
-2. it builds the planner's :class:`~kswap.planning.Workload` from the last
+2. with a fractional budget, it measures the baseline the fraction is of:
+   it keeps every block for one profiled step (where the estimate of that
+   step's peak fits the device; else the estimate is the baseline);
+3. it builds the planner's :class:`~kswap.planning.Workload` from the last
    profiled step (:func:`kswap.profiler.workload.workload_from_trace`), makes
    a plan within the budget (:func:`kswap.planning.make_plan`, strategy
    ``"auto"`` by default) and applies it (:func:`kswap.tuning.apply_plan`):
    ``fit`` goes on with a training step traced again;
-3. it profiles the next step (after one step that traces it) and compares
+4. it profiles the next step (after one step that traces it) and compares
    the measured device peak with the budget. Over the budget, it plans again
    for a budget lowered by the excess, at most ``max_rounds`` plans in all.
    The plan, the measured peak and every round are kept on the callback
@@ -49,7 +52,15 @@ import tensorflow as tf
 
 from kswap import transfer
 from kswap.optimizer_state import host_variables, place_optimizer_state
-from kswap.planning import STRATEGIES, Link, Plan, make_plan, parse_budget, smallest_budget
+from kswap.planning import (
+    STRATEGIES,
+    Link,
+    Plan,
+    make_plan,
+    parse_budget,
+    simulate,
+    smallest_budget,
+)
 from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.link import as_link
 from kswap.profiler.profile import new_xplane, read_trace, xplane_files
@@ -88,7 +99,8 @@ class AutoTune(keras.callbacks.Callback):
 
     Args:
         budget: A fraction in (0, 1] of the device peak the step needs with
-            every block kept (0.5), a byte count, or a size such as
+            every block kept (0.5; measured, see :attr:`baseline_peak_bytes`,
+            where the estimate of it fits the device), a byte count, or a size such as
             ``"12GiB"``. None: the device's capacity (a GPU's memory, or the
             limit set by :func:`kswap.allocator.configure`); where none is
             known AutoTune leaves the model as it is and says so.
@@ -142,6 +154,8 @@ class AutoTune(keras.callbacks.Callback):
         self.start_peak_bytes: int | None = None
         #: Whether the model's own actions were put back (no plan did better).
         self.restored = False
+        #: The device peak measured with every block kept (None if not measured).
+        self.baseline_peak_bytes: int | None = None
         self._reset()
 
     # ------------------------------------------------------------------ results
@@ -205,6 +219,10 @@ class AutoTune(keras.callbacks.Callback):
                 self._finish_window()
             else:  # fit ended inside the window
                 self._stop_profiler()
+        if self._baseline_window:  # fit ended before the baseline was measured
+            self._baseline_window = False
+            self._restore_start()
+            self.restored = False
         if self._own_logdir:
             shutil.rmtree(self._own_logdir, ignore_errors=True)
             self._own_logdir = None
@@ -219,6 +237,7 @@ class AutoTune(keras.callbacks.Callback):
         self._marker = None
         self._own_logdir: str | None = None
         self._last_start = -1
+        self._baseline_window = False
         self._budget: Budget | None = None
 
     def _close_marker(self) -> None:
@@ -250,25 +269,74 @@ class AutoTune(keras.callbacks.Callback):
     def _finish_window(self) -> None:
         self._stop_profiler()
         trace = read_trace(new_xplane(self._dir, self._before), self.model)
-        if not self.rounds or self.rounds[-1].measured_peak_bytes is not None:
-            self._plan(trace, None)
+        if self._baseline_window:  # every block kept: the baseline, measured
+            self._baseline_window = False
+            self.baseline_peak_bytes = trace.peak_bytes("device")
+            if self.verbose:
+                print(
+                    "AutoTune: with every block kept the device peak is "
+                    f"{format_bytes(self.baseline_peak_bytes)} (the baseline)"
+                    + (" (emulated on CPU)" if not transfer.has_gpu() else "")
+                )
+            self._plan(None, None)
+        elif self.start_peak_bytes is None:
+            self._learn(trace)
+            if not self._measure_baseline():
+                self._plan(None, None)
+        elif not self.rounds or self.rounds[-1].measured_peak_bytes is not None:
+            self._learn(trace)
+            self._plan(None, None)
         else:
             self._measured(trace)
 
+    def _measure_baseline(self) -> bool:
+        """Starts a window with every block kept, where that is safe; whether it did.
+
+        A fractional budget is of the device peak with every block kept. The
+        workload of an offloaded step estimates it (on CPU 9-16% high), so
+        where the estimate fits the device, the next profiled step measures
+        it instead.
+        """
+        if self._budget is None or self._budget.fraction is None:
+            return False
+        if all(a.kind == "keep" for a in self._start[0].values()) and self._start[1] != "host":
+            self.baseline_peak_bytes = self.start_peak_bytes
+            return False
+        capacity = _device_capacity()
+        estimate = simulate(self.workload, "keep", self.link, optimizer_state="device")
+        if smallest_budget(self.workload, self.link) > self._budget.resolve(estimate.peak_bytes):
+            return False  # no plan meets even the estimate's fraction: say so now
+        if capacity is not None and capacity.bytes is not None:
+            if estimate.peak_bytes > capacity.bytes:
+                return False
+        apply_plan(self.model, "keep")
+        if self._start[1] == "host":
+            place_optimizer_state(self.model.optimizer, "device", self.model.trainable_variables)
+        self.model.make_train_function(force=True)
+        self._baseline_window = True
+        self._next_start = self._step  # this step traces it; the next is profiled
+        return True
+
     # ------------------------------------------------------------------ planning
 
-    def _plan(self, trace: Trace | None, target: int | None) -> None:
+    def _learn(self, trace: Trace) -> None:
+        """The workload (and link) from a profiled window of the model's own actions or a plan."""
         from kswap.profiler.workload import workload_from_trace
 
+        if self.start_peak_bytes is None:  # the model as it came: the fallback
+            self.start_peak_bytes = trace.peak_bytes("device")
+            self._start = (current_actions(self.model), _optimizer_tier(self.model))
+            self._first_trace = trace
+        self.workload = workload_from_trace(trace, self.model)
+        if self.link is None:
+            self.link = transfer.measure_link()
+
+    def _plan(self, trace: Trace | None, target: int | None) -> None:
         if trace is not None:
-            if self.start_peak_bytes is None:  # the model as it came: the fallback
-                self.start_peak_bytes = trace.peak_bytes("device")
-                self._start = (current_actions(self.model), _optimizer_tier(self.model))
-                self._first_trace = trace
-            self.workload = workload_from_trace(trace, self.model)
-            if self.link is None:
-                self.link = transfer.measure_link()
+            self._learn(trace)
         budget = self._budget if target is None else target
+        if target is None and self.baseline_peak_bytes and self._budget.fraction is not None:
+            budget = int(self._budget.fraction * self.baseline_peak_bytes)
         try:
             plan = make_plan(self.workload, budget, self.link, strategy=self.strategy)
         except ValueError as e:  # no plan meets the budget: the model stays as it is
@@ -284,12 +352,17 @@ class AutoTune(keras.callbacks.Callback):
             report.write_plan(
                 self.logdir, len(self.rounds), plan, self.workload, self.rounds[0].target_bytes
             )
-        self._next_start = self._step + 1  # the next step traces the new one
+        self._next_start = self._step  # this step traces the new one; the next is profiled
         if self.verbose:
             counts = ", ".join(f"{n} {k}" for k, n in plan.counts().items())
+            baseline = (
+                f"measured baseline {format_bytes(self.baseline_peak_bytes)}"
+                if self.baseline_peak_bytes
+                else f"estimated baseline {format_bytes(plan.baseline_peak_bytes)}"
+            )
             print(
                 f"AutoTune: plan {len(self.rounds)} for {format_bytes(plan.budget_bytes or 0)} "
-                f"(baseline {format_bytes(plan.baseline_peak_bytes)}): {counts}; optimizer "
+                f"({baseline}): {counts}; optimizer "
                 f"state on the {plan.optimizer_state}; predicted peak "
                 f"{format_bytes(plan.predicted_peak_bytes)}, step x{plan.slowdown:.2f}"
             )

@@ -4,8 +4,9 @@ Trains ``tests.tuning.test_autotune``'s MLP plain and offloaded with
 ``kswap.AutoTune(0.85)`` from the same seed and prints, as JSON on its last
 line, what the loop did and whether losses and weights are bit-identical.
 
-With ``--logdir D`` it trains only the offloaded model, for the five steps
-one round takes (warm-up, profiled, planned, traced again, measured), with
+With ``--logdir D`` it trains only the offloaded model, for the six steps
+one round takes (warm-up; profiled; every block kept: traced again, profiled;
+planned: traced again, measured), with
 ``AutoTune(logdir=D)``, and prints each round's bytes and the device and
 allocator peaks of each profiled window (what the Profile plugin shows).
 """
@@ -27,7 +28,7 @@ from tests.tuning.test_autotune import BATCH, _data, _model
 def report(logdir: str) -> dict:
     tune = AutoTune(0.85, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir)
     off = kswap.OffloadingModel(_model())
-    off.fit(*_data(BATCH * 5), batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
+    off.fit(*_data(BATCH * 6), batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
     rounds = [
         {
             "predicted_peak_bytes": r.plan.predicted_peak_bytes,

@@ -131,6 +131,29 @@ def test_a_budget_no_plan_meets_leaves_the_model_as_it_is_and_says_the_smallest(
     assert tune.done and tune.rounds == [] and current_actions(off) == before
 
 
+def test_a_fractional_budget_is_of_the_baseline_measured_with_every_block_kept():
+    off = kswap.OffloadingModel(_model())
+    tune = AutoTune(0.9, profile_steps=1, max_rounds=1, verbose=0, link="pcie4")
+    off.fit(*_data(BATCH * 6), batch_size=BATCH, callbacks=[tune], verbose=0)
+    assert tune.baseline_peak_bytes is not None and tune.baseline_peak_bytes > 0
+    assert tune.rounds and tune.rounds[0].target_bytes == int(0.9 * tune.baseline_peak_bytes)
+    # a byte budget needs no baseline
+    off = kswap.OffloadingModel(_model())
+    tune = AutoTune("1GiB", profile_steps=1, verbose=0, link="pcie4")
+    off.fit(*_data(BATCH * 4), batch_size=BATCH, callbacks=[tune], verbose=0)
+    assert tune.baseline_peak_bytes is None
+
+
+def test_fit_ending_before_the_baseline_is_measured_puts_the_models_actions_back():
+    off = kswap.OffloadingModel(_model())
+    before = current_actions(off)
+    tune = AutoTune(0.9, profile_steps=1, verbose=0, link="pcie4")
+    off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
+    assert tune.start_peak_bytes is not None  # its first window ran, then fit ended
+    assert tune.baseline_peak_bytes is None and tune.rounds == []
+    assert current_actions(off) == before
+
+
 def test_a_profiler_it_did_not_start_is_left_running(tmp_path):
     off = kswap.OffloadingModel(_model())
     tune = AutoTune(0.6, profile_steps=1, verbose=0, link="pcie4")
