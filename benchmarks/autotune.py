@@ -15,12 +15,14 @@ processes. Each process:
 3. trains a second copy of the plain model (same seed, same batches) through
    ``fit`` and compares the per-step losses with those of step 2.
 
-Printed per model and process: AutoTune's own estimate of the baseline and
-the budget it derived from it, the device peak measured after its last
-plan, that peak as a fraction of the measured baseline, the rounds, the
-plan's actions and predicted slowdown, and whether the losses are
-bit-identical (else the largest relative difference). Without a GPU,
-device memory is emulated on CPU:0.
+Printed per model and process: AutoTune's baseline (measured by it with
+every block kept; ``~`` marks its estimate), the budget it derived from it,
+the device peak measured after its last plan and that peak as a fraction of
+the measured baseline, the rounds, the plan's actions and predicted
+slowdown, and whether the losses are bit-identical (else the largest
+relative difference), beside the difference switching Grappler's remapper
+off makes in the plain model (TensorFlow's own noise); AutoTune's warnings
+are in the JSON. Without a GPU, device memory is emulated on CPU:0.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
+import warnings
 
 from _common import device_label, mib, run_worker, table
 from offload import build_variant
@@ -51,9 +55,25 @@ def _fit(model, x, y, batch, callbacks=()):
     return losses
 
 
+def _baseline(r: dict) -> str:
+    """AutoTune's baseline: measured with every block kept, else estimated (marked ~)."""
+    if r["autotune_baseline_bytes"]:
+        return mib(r["autotune_baseline_bytes"])
+    est = r["estimated_baseline_bytes"]
+    return "-" if est is None else "~" + mib(est)
+
+
+def _deviation(losses, reference) -> float:
+    """The largest relative difference of two runs' per-step losses."""
+    return max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(losses, reference, strict=True))
+
+
 def worker(args) -> dict:
     import kswap
     from kswap.modelspec import synthetic_data
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.layers.exactness import remapper
 
     model = _build(args.model, args.input)
     x, y = synthetic_data(model, args.batch * args.steps)
@@ -61,10 +81,13 @@ def worker(args) -> dict:
     budget = float(args.budget) if args.budget.replace(".", "", 1).isdigit() else args.budget
     tune = kswap.AutoTune(budget, link=args.link, profile_steps=1, verbose=1)
     t0 = time.perf_counter()
-    losses = _fit(kswap.OffloadingModel(model), x, y, args.batch, [tune])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses = _fit(kswap.OffloadingModel(model), x, y, args.batch, [tune])
     seconds = time.perf_counter() - t0
     reference = _fit(_build(args.model, args.input), x, y, args.batch)
-    rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(losses, reference, strict=True))
+    with remapper(False):  # TensorFlow's own noise: its op fusions switched off
+        noise = _fit(_build(args.model, args.input), x, y, args.batch)
     plan = tune.plan
     if args.plans and plan is not None and not tune.restored:
         os.makedirs(args.plans, exist_ok=True)
@@ -72,6 +95,7 @@ def worker(args) -> dict:
     return {
         "measured_baseline_bytes": baseline.peak_bytes("device", len(baseline.steps) - 1),
         "estimated_baseline_bytes": plan.baseline_peak_bytes if plan else None,
+        "autotune_baseline_bytes": tune.baseline_peak_bytes,
         "budget_bytes": tune.rounds[0].target_bytes if tune.rounds else None,
         "start_peak_bytes": tune.start_peak_bytes,
         "rounds": [
@@ -88,7 +112,9 @@ def worker(args) -> dict:
         "optimizer_state": plan.optimizer_state if plan else None,
         "slowdown": plan.slowdown if plan else None,
         "bit_identical": losses == reference,
-        "max_loss_rel_diff": rel,
+        "max_loss_rel_diff": _deviation(losses, reference),
+        "remapper_off_rel_diff": _deviation(noise, reference),
+        "warnings": [str(w.message) for w in caught if "kswap" in str(w.message)],
         "fit_seconds": seconds,
         "emulated": not kswap.transfer.has_gpu(),
     }
@@ -139,9 +165,7 @@ def main() -> None:
                     name,
                     i + 1,
                     mib(base),
-                    "-"
-                    if r["estimated_baseline_bytes"] is None
-                    else mib(r["estimated_baseline_bytes"]),
+                    _baseline(r),
                     "-" if r["budget_bytes"] is None else mib(r["budget_bytes"]),
                     "-" if final is None else mib(final),
                     "-" if final is None else f"{final / base:.3f}",
@@ -150,6 +174,7 @@ def main() -> None:
                     r["optimizer_state"] or "-",
                     "-" if r["slowdown"] is None else f"{r['slowdown']:.2f}",
                     "yes" if r["bit_identical"] else f"{r['max_loss_rel_diff']:.1e}",
+                    f"{r['remapper_off_rel_diff']:.1e}",
                 ]
             )
             print(f"{name} process {i + 1}: {json.dumps(r)}", flush=True)
@@ -172,6 +197,7 @@ def main() -> None:
                 "slots",
                 "predicted slowdown",
                 "losses bit-identical",
+                "remapper off",
             ],
             rows,
         )
