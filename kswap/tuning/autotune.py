@@ -192,6 +192,14 @@ class AutoTune(keras.callbacks.Callback):
                 stacklevel=2,
             )
             return
+        floor = _floor_bytes(self.model)
+        if self._budget.bytes is not None and self._budget.bytes < floor:
+            raise ValueError(
+                f"No plan meets `budget`={format_bytes(self._budget.bytes)}: the model's "
+                f"weights and their gradients alone take {format_bytes(floor)} of device "
+                "memory, whatever is swapped or recomputed. The smallest feasible budget is "
+                f"above that. Received: budget={self.budget}"
+            )
         self._next_start = self.warmup_steps
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -429,6 +437,17 @@ def _optimizer_tier(model) -> str | None:
     if optimizer is None:
         return None
     return "host" if host_variables(optimizer) else "device"
+
+
+def _floor_bytes(model) -> int:
+    """Device bytes no plan removes: every weight, and the trainable ones' gradients."""
+    from kswap.profiler.profile import variable_bytes
+
+    weights = {id(v): v for v in model.weights}
+    trainable = {id(v): v for v in model.trainable_weights}
+    return sum(variable_bytes(v) for v in weights.values()) + sum(
+        variable_bytes(v) for v in trainable.values()
+    )
 
 
 def _device_capacity() -> Budget | None:

@@ -85,6 +85,17 @@ def test_a_plain_model_is_refused_with_the_line_to_add_and_nothing_trains():
         np.testing.assert_array_equal(w.numpy(), a)
 
 
+def test_a_byte_budget_under_the_weights_and_gradients_is_refused_before_the_first_step():
+    off = kswap.OffloadingModel(_model())
+    before = [w.numpy().copy() for w in off.weights]
+    floor = 2 * sum(int(np.prod(w.shape)) * 4 for w in off.trainable_weights)
+    with pytest.raises(ValueError, match=r"No plan meets `budget`=.*weights and their gradients"):
+        off.fit(*_data(), batch_size=BATCH, callbacks=[AutoTune(floor - 1024)], verbose=0)
+    for a, w in zip(before, off.weights, strict=True):
+        np.testing.assert_array_equal(w.numpy(), a)
+    assert off.optimizer.iterations.numpy() == 0
+
+
 def test_without_a_budget_or_a_known_capacity_it_says_so_and_changes_nothing(monkeypatch):
     monkeypatch.delenv("TF_CPU_BFC_MEM_LIMIT_IN_MB", raising=False)
     off = kswap.OffloadingModel(_model())
