@@ -78,6 +78,10 @@ def main() -> None:
         "first_measured": bool(tune.rounds) and tune.rounds[0].measured_peak_bytes is not None,
         "actions_are_the_plan": planned is not None and current_actions(off) == planned,
         "restored": tune.restored,
+        # the fraction is of the peak measured with every block kept
+        "baseline_measured": bool(tune.baseline_peak_bytes)
+        and bool(tune.rounds)
+        and tune.rounds[0].target_bytes == int(0.85 * tune.baseline_peak_bytes),
         "losses_identical": h_off.history["loss"] == h_ref,
         "weights_identical": all(
             np.array_equal(a.numpy(), b.numpy())
