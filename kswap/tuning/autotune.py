@@ -286,16 +286,14 @@ class AutoTune(keras.callbacks.Callback):
                     f"{format_bytes(self.baseline_peak_bytes)} (the baseline)"
                     + (" (emulated on CPU)" if not transfer.has_gpu() else "")
                 )
-            self._plan(None, None)
-        elif self.start_peak_bytes is None:
-            self._learn(trace)
-            if not self._measure_baseline():
-                self._plan(None, None)
-        elif not self.rounds or self.rounds[-1].measured_peak_bytes is not None:
-            self._learn(trace)
-            self._plan(None, None)
-        else:
+            self._plan()
+        elif self.rounds and self.rounds[-1].measured_peak_bytes is None:
             self._measured(trace)
+        else:
+            first = self.start_peak_bytes is None
+            self._learn(trace)
+            if not (first and self._measure_baseline()):
+                self._plan()
 
     def _measure_baseline(self) -> bool:
         """Starts a window with every block kept, where that is safe; whether it did.
@@ -314,9 +312,8 @@ class AutoTune(keras.callbacks.Callback):
         estimate = simulate(self.workload, "keep", self.link, optimizer_state="device")
         if smallest_budget(self.workload, self.link) > self._budget.resolve(estimate.peak_bytes):
             return False  # no plan meets even the estimate's fraction: say so now
-        if capacity is not None and capacity.bytes is not None:
-            if estimate.peak_bytes > capacity.bytes:
-                return False
+        if capacity is not None and estimate.peak_bytes > capacity.resolve(0):
+            return False
         apply_plan(self.model, "keep")
         if self._start[1] == "host":
             place_optimizer_state(self.model.optimizer, "device", self.model.trainable_variables)
@@ -339,9 +336,7 @@ class AutoTune(keras.callbacks.Callback):
         if self.link is None:
             self.link = transfer.measure_link()
 
-    def _plan(self, trace: Trace | None, target: int | None) -> None:
-        if trace is not None:
-            self._learn(trace)
+    def _plan(self, target: int | None = None) -> None:
         budget = self._budget if target is None else target
         if target is None and self.baseline_peak_bytes and self._budget.fraction is not None:
             budget = int(self._budget.fraction * self.baseline_peak_bytes)
@@ -407,7 +402,7 @@ class AutoTune(keras.callbacks.Callback):
             lowest = smallest_budget(self.workload, self.link)
             target = max(lowest, last.target_bytes - over)
             if target < last.target_bytes:
-                self._plan(None, target)
+                self._plan(target)
                 return
         self.done = True
         best = min(r.measured_peak_bytes or peak for r in self.rounds)
@@ -441,13 +436,10 @@ def _optimizer_tier(model) -> str | None:
 
 def _floor_bytes(model) -> int:
     """Device bytes no plan removes: every weight, and the trainable ones' gradients."""
-    from kswap.profiler.profile import variable_bytes
+    from kswap.estimate.state import state_bytes
 
-    weights = {id(v): v for v in model.weights}
-    trainable = {id(v): v for v in model.trainable_weights}
-    return sum(variable_bytes(v) for v in weights.values()) + sum(
-        variable_bytes(v) for v in trainable.values()
-    )
+    state = state_bytes(model)
+    return state.weight_bytes + state.gradient_bytes
 
 
 def _device_capacity() -> Budget | None:
