@@ -238,6 +238,9 @@ class GraphState:
         if pos:
             inputs, weights = self.finished.get(self.backward_order[pos - 1], ([], []))
             before = inputs + weights if prefetch == 0 else inputs
+            # what ``upstream`` is computed from needs no control edge (Grappler
+            # reassociates no product whose nodes have one)
+            before = _not_upstream_of(before, dense_parts(upstream))
             if before:
                 with tf.control_dependencies(before):
                     upstream = [_held(g) for g in upstream]
@@ -284,9 +287,39 @@ class GraphState:
         key = c.ref()
         if key not in self.restored:
             restore = self.restore.get(key, transfer.to_device)
-            with tf.control_dependencies(gate):
+            # named after the tensor it copies: Grappler sorts the inputs of a
+            # product by name before it reassociates it (``(dy * x) / 6`` becomes
+            # ``(first / 6) * second``), so the copy must sort where ``t`` does;
+            # then the backward that reads it (``gradient_tape/<layer>/...``),
+            # which traces attribute it to
+            graph = tf.compat.v1.get_default_graph()
+            reader = graph.get_name_scope()
+            scope = f"{c.op.name}/{reader}/" if reader else f"{c.op.name}/"
+            with graph.name_scope(scope), tf.control_dependencies(gate):
                 self.restored[key] = restore(self.host[key], self.device_of[key] or None)
         return self.restored[key]
+
+
+def _not_upstream_of(deps: list[tf.Tensor], tensors: list[tf.Tensor]) -> list[tf.Tensor]:
+    """``deps`` without the ones ``tensors`` already depend on through data inputs.
+
+    Only ops made after the first of ``deps`` are searched (op ids grow as
+    ops are made), which keeps the search to the ops between two blocks.
+    """
+    if not deps:
+        return deps
+    wanted = {d.op for d in deps}
+    floor = min(op._id for op in wanted)
+    seen, stack, found = set(), [t.op for t in tensors], set()
+    while stack:
+        op = stack.pop()
+        if op in seen or op._id < floor:
+            continue
+        seen.add(op)
+        if op in wanted:
+            found.add(op)
+        stack.extend(t.op for t in op.inputs)
+    return [d for d in deps if d.op not in found]
 
 
 def _held(g):
@@ -362,7 +395,8 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     """
     if not ORDER_BACKWARD:
         return False
-    ops = [op for op in new_ops if not _is_transfer(op)]
+    live = _contributing(new_ops, results)
+    ops = [op for op in new_ops if not _is_transfer(op) and op in live]
     sizes: dict = {}
     for op in ops:
         for t in [*op.inputs, *op.outputs]:
@@ -403,12 +437,32 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     last = None
     for i in best:
         op = chosen[i]
-        if _reassociable(op) or _foldable(op):  # no control edge in or out (see these)
+        if _reassociable(op) or _foldable(op) or op.type in _SHAPES:  # no control edge (see these)
             continue
         if last is not None and op.type not in _NO_CONTROL_INPUTS:
             op._add_control_input(last)
         last = op
     return True
+
+
+def _contributing(new_ops: list[tf.Operation], results: list) -> set[tf.Operation]:
+    """The ops of ``new_ops`` that ``results`` depend on through data inputs.
+
+    A gradient function also makes gradients nobody asked for (``RealDiv``'s of
+    its constant denominator). Grappler prunes them at once, unless a control
+    edge ties them to a gradient that is needed: then they live on through its
+    first rewrites, which then rewrite the needed ones differently.
+    """
+    made = set(new_ops)
+    live: set[tf.Operation] = set()
+    stack = [t.op for t in dense_parts(results)]
+    while stack:
+        op = stack.pop()
+        if op in live or op not in made:
+            continue
+        live.add(op)
+        stack.extend(t.op for t in op.inputs)
+    return live
 
 
 # Grappler reassociates a product or sum with a constant (``(dy * x) / 6`` into
@@ -436,13 +490,40 @@ def _reassociable(op: tf.Operation) -> bool:
     kind = _ASSOCIATIVE.get(op.type)
     if kind is None:
         return False
-    if _with_constant(op) and any(_ASSOCIATIVE.get(t.op.type) == kind for t in op.inputs):
+    if _with_constant(op) and any(
+        _ASSOCIATIVE.get(_unfolded(t).op.type) == kind for t in op.inputs
+    ):
         return True
-    return any(
-        _ASSOCIATIVE.get(c.type) == kind and _with_constant(c)
-        for t in op.outputs
-        for c in t.consumers()
-    )
+    return any(_ASSOCIATIVE.get(c.type) == kind and _with_constant(c) for c in _consumers(op))
+
+
+def _unfolded(t: tf.Tensor) -> tf.Tensor:
+    """``t`` before the reductions Grappler drops (:func:`_foldable`)."""
+    while _foldable(t.op):
+        t = t.op.inputs[0]
+    return t
+
+
+def _consumers(op: tf.Operation) -> list[tf.Operation]:
+    """The ops that read ``op``'s outputs, seen through the reductions Grappler drops."""
+    found, stack, seen = [], [c for t in op.outputs for c in t.consumers()], set()
+    while stack:
+        c = stack.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        if _foldable(c):
+            stack.extend(d for t in c.outputs for d in t.consumers())
+        else:
+            found.append(c)
+    return found
+
+
+#: Ops that read only their input's shape. Where Grappler folds the shape into a
+#: constant it moves the op's control inputs to the readers of the constant (the
+#: reductions of :func:`_foldable`, and after those are dropped, the product
+#: they were part of), which then is not reassociated as without kswap.
+_SHAPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
 def _foldable(op: tf.Operation) -> bool:

@@ -101,6 +101,10 @@ def resolver(tree: LayerTree) -> Callable[[str], str | None]:
         if op in cache:
             return cache[op]
         parts = step_op_name(op).split("/")
+        # a swap-in is named after the tensor it copies, then the backward that reads it
+        inner = [i for i, p in enumerate(parts) if i and p in _PREFIXES]
+        if inner:
+            parts = parts[inner[-1] :]
         while parts and parts[0] in _PREFIXES:
             parts = parts[1:]
         node, path = tree, []

@@ -100,6 +100,7 @@ def train(
     offload: bool = False,
     remapping: bool = True,
     dataset: bool = False,
+    policy="all",
 ) -> Run:
     """Builds a compiled model from seed :data:`SEED` and trains it one epoch through ``fit``.
 
@@ -113,12 +114,13 @@ def train(
             training step is traced with an unknown batch dimension (Keras
             gives array batches a static one when the batch size divides
             the number of examples).
+        policy: The layers offloaded (``kswap.OffloadingModel``'s ``policy``).
     """
     with remapper(remapping):
         keras.utils.set_random_seed(SEED)
         model = build()
         if offload:
-            model = kswap.OffloadingModel(model)
+            model = kswap.OffloadingModel(model, policy)
         outputs = [
             np.asarray(o) for o in keras.tree.flatten(model.predict_on_batch(_first(x, batch_size)))
         ]

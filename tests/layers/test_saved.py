@@ -47,6 +47,8 @@ def _read_from_device(graph, scope: str) -> list[str]:
             continue
         if in_scope(op.name, transfer.HOST_SCOPE):
             continue  # a host copy (backward may read its shape on the host)
+        if in_scope(op.name, transfer.DEVICE_SCOPE):
+            continue  # a swap-in: named after the tensor it brings back, under its scope
         for t in op.outputs:
             n = t.shape.num_elements()
             if n is not None and n * t.dtype.size < offload.MIN_OFFLOAD_BYTES:
