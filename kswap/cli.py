@@ -20,20 +20,47 @@ __all__ = ["main"]
 
 _MIB = 1024 * 1024
 _ALGORITHMS = ("greedy_size", "first_fit", "multi_order", "local_search", "best")
+#: Default ``--steps`` of ``kswap profile`` and ``kswap measure``: those of
+#: ``kswap.profile`` and ``kswap.measure`` (not read from their signatures here,
+#: which would import TensorFlow before the arguments are parsed).
+_PROFILE_STEPS = 2
+_MEASURE_STEPS = 3
 
 
 def _mib(n: int) -> str:
     return f"{n / _MIB:,.1f} MiB"
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
+def _positive_arg(name: str):
+    """An argparse ``type`` for an integer >= 1: ``_positive_int`` as a parse error."""
+
+    def parse(text: str) -> int:
+        try:
+            return _positive_int(text, name)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def _add_model_args(p: argparse.ArgumentParser, steps: int, steps_help: str) -> None:
+    p.error = _one_line_error(p)  # type: ignore[method-assign]
     p.add_argument(
         "--model", required=True, help="keras.applications.ResNet50 or package.module:factory"
     )
     p.add_argument("--input", default=None, help="input shape without batch, e.g. 64,64,3")
-    p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
-    p.add_argument("--steps", type=int, default=2, help="profiled steps (default 2)")
-    p.add_argument("--classes", type=int, default=10, help="classes of a classifier (10)")
+    p.add_argument(
+        "--batch", type=_positive_arg("batch"), default=16, help="batch size (default 16)"
+    )
+    p.add_argument(
+        "--steps",
+        type=_positive_arg("steps"),
+        default=steps,
+        help=f"{steps_help} (default {steps})",
+    )
+    p.add_argument(
+        "--classes", type=_positive_arg("classes"), default=10, help="classes of a classifier (10)"
+    )
     p.add_argument("--optimizer", default="adam", help="optimizer name (default adam)")
     p.add_argument(
         "--offload",
@@ -55,19 +82,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("profile", help="device peak, step time and bytes per layer")
-    _add_model_args(p)
+    _add_model_args(p, _PROFILE_STEPS, "timed and profiled steps")
     p.add_argument("--logdir", default=None, help="keep the raw trace here for TensorBoard")
-    p.add_argument("--top", type=int, default=20, help="layers to list (default 20)")
+    p.add_argument(
+        "--top", type=_positive_arg("top"), default=20, help="layers to list (default 20)"
+    )
     p.add_argument("--save", default=None, help="write the kswap trace as JSON")
     p.add_argument("--pack", action="store_true", help="also pack the step (SmartPool)")
     p.add_argument("--plot", default=None, help="with --pack: draw the best packing (PNG)")
     k = sub.add_parser("pack", help="pack a saved trace's step; compare with the BFC allocator")
+    k.error = _one_line_error(k)  # type: ignore[method-assign]
     k.add_argument("trace", help="a trace saved by `kswap profile --save` or Trace.to_json")
     k.add_argument("--algorithms", default=",".join(_ALGORITHMS), help="comma-separated")
     k.add_argument("--plot", default=None, help="draw the best packing (PNG)")
-    m = sub.add_parser("measure", help="device peak and step time as JSON")
-    _add_model_args(m)
-    m.add_argument("--json", action="store_true", help="print one JSON object")
+    m = sub.add_parser("measure", help="device peak and step time (--json: as JSON)")
+    _add_model_args(m, _MEASURE_STEPS, "timed and profiled steps, as kswap.measure")
+    m.add_argument("--json", action="store_true", help="print one JSON object (bytes, seconds)")
     _add_plan_parser(sub)
     return parser
 
@@ -250,8 +280,9 @@ def _pack_cmd(args) -> int:
     try:
         trace = Trace.from_json(args.trace)
     except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise ValueError(
-            f"`trace` must be a kswap trace JSON file. Received: {args.trace!r} ({e})"
+            f"`trace` must be a kswap trace JSON file. Received: trace={args.trace!r} ({reason})"
         ) from None
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     _pack_report(trace, algorithms, args.plot)
@@ -265,9 +296,13 @@ def _measure_cmd(args) -> int:
     d["input"] = args.input
     if args.json:
         print(json.dumps(d))
-    else:
-        for k, v in d.items():
-            print(f"{k:18} {v}")
+        return 0
+    label = " (emulated on CPU:0)" if m.emulated else ""
+    print(f"model            {args.model}  batch {m.batch_size}  input {args.input or 'default'}")
+    print(f"device peak      {_mib(m.device_peak_bytes)}{label}")
+    print(f"step peak        {_mib(m.step_peak_bytes)}  (peak minus bytes in use at step start)")
+    print(f"host peak        {_mib(m.host_peak_bytes)}")
+    print(f"step time        {m.step_seconds * 1000:,.1f} ms  (median of {m.steps}, unprofiled)")
     return 0
 
 

@@ -23,6 +23,9 @@ import numpy as np
 __all__ = ["resolve", "build_model", "synthetic_data", "parse_shape"]
 
 
+_MUST_NAME_A_MODEL = "`model` must name a Keras model or a function that returns one."
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """``"64,64,3"`` -> ``(64, 64, 3)``."""
     try:
@@ -83,10 +86,20 @@ def build_model(
         kwargs["input_shape"] = tuple(input_shape)
     if "classes" in params and kwargs.get("include_top", True):
         kwargs["classes"] = classes
-    model = factory(**kwargs)
+    try:
+        model = factory(**kwargs)
+    except TypeError as error:
+        if error.__traceback__ is None or error.__traceback__.tb_next is not None:
+            raise  # raised inside the factory: its own error
+        # the call itself failed: the factory needs arguments kswap does not pass
+        given = f"the arguments {', '.join(kwargs)}" if kwargs else "no arguments"
+        raise ValueError(
+            f"{_MUST_NAME_A_MODEL} Received: model={spec!r}, which cannot be called with "
+            f"{given} ({' '.join(str(error).split())})"
+        ) from None
     if not isinstance(model, keras.Model):
         raise ValueError(
-            f"`model` factory {spec!r} must return a keras.Model. Received: {type(model).__name__}"
+            f"{_MUST_NAME_A_MODEL} Received: model={spec!r}, which returned {type(model).__name__}"
         )
     if compile and not getattr(model, "compiled", False):
         model.compile(optimizer=optimizer, loss=default_loss(model))

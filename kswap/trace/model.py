@@ -389,33 +389,101 @@ class Trace:
 
     @classmethod
     def from_json(cls, source: str | os.PathLike) -> Trace:
-        """Loads a trace from JSON text or from the path of a JSON file."""
+        """Loads a trace from JSON text or from the path of a JSON file.
+
+        Raises:
+            ValueError: (one line) if it is not JSON, not a kswap trace, lacks a
+                field or holds a value of the wrong type or out of range.
+            OSError: ``source`` names a file that cannot be read.
+        """
         text = str(source)
-        if not text.lstrip().startswith("{"):
-            with open(source) as f:
-                text = f.read()
-        payload = json.loads(text)
+        start = text.lstrip()[:1]
+        if (
+            isinstance(source, os.PathLike)
+            or start not in ("{", "[", '"')
+            or (start != "{" and os.path.isfile(text))  # a file named like JSON text
+        ):
+            try:
+                with open(source) as f:
+                    text = f.read()
+            except UnicodeDecodeError as error:
+                raise ValueError(f"Not a kswap trace: the file is not text ({error}).") from None
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"Not a kswap trace: the text is not valid JSON ({error}).") from None
+        if not isinstance(payload, dict):
+            raise ValueError(
+                f"Not a kswap trace: expected a JSON object. Received: {type(payload).__name__}"
+            )
         if payload.get("format") != _FORMAT:
             raise ValueError(
                 f"Not a kswap trace (expected format {_FORMAT!r}). "
                 f"Received: format={payload.get('format')!r}"
             )
-        fields = payload["fields"]
-        buffers = tuple(
-            Allocation(**dict(zip(fields, row, strict=True))) for row in payload["buffers"]
-        )
-        op_fields = payload.get("op_fields", [])
-        ops = tuple(
-            OpInterval(**dict(zip(op_fields, row, strict=True))) for row in payload.get("ops", [])
-        )
+        required = ("fields", "buffers", "steps", "duration_ns", "emulated", "metadata")
+        missing = [k for k in required if k not in payload]
+        if missing:
+            raise ValueError(f"Not a valid kswap trace: missing field(s) {', '.join(missing)}.")
+        steps = payload["steps"]
+        if not isinstance(steps, list) or not all(
+            isinstance(s, list) and len(s) == 2 and all(_is_number(t) for t in s) for s in steps
+        ):
+            raise ValueError("Not a valid kswap trace: `steps` must be a list of [start, end].")
+        if not _is_number(payload["duration_ns"]):
+            raise ValueError(
+                "Not a valid kswap trace: `duration_ns` must be a number. "
+                f"Received: duration_ns={payload['duration_ns']!r}"
+            )
+        if not isinstance(payload["emulated"], bool):
+            raise ValueError(
+                "Not a valid kswap trace: `emulated` must be true or false. "
+                f"Received: emulated={payload['emulated']!r}"
+            )
+        if not isinstance(payload["metadata"], dict):
+            raise ValueError(
+                "Not a valid kswap trace: `metadata` must be an object. "
+                f"Received: {type(payload['metadata']).__name__}"
+            )
         return cls(
-            buffers=buffers,
-            steps=tuple(tuple(s) for s in payload["steps"]),
+            buffers=_load_rows(Allocation, payload, "fields", "buffers"),
+            steps=tuple(tuple(s) for s in steps),
             duration_ns=payload["duration_ns"],
             emulated=payload["emulated"],
             metadata=payload["metadata"],
-            ops=ops,
+            ops=_load_rows(OpInterval, payload, "op_fields", "ops"),
         )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _load_rows(cls: type, payload: dict, fields_key: str, rows_key: str) -> tuple:
+    """The ``cls`` instances of a saved trace's ``rows_key`` rows; one-line ValueError."""
+    fields, rows = payload.get(fields_key, []), payload.get(rows_key, [])
+    if not isinstance(fields, list) or not isinstance(rows, list):
+        raise ValueError(f"Not a valid kswap trace: `{fields_key}` and `{rows_key}` must be lists.")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = [f for f in fields if not isinstance(f, str) or f not in known]
+    if unknown:
+        raise ValueError(
+            f"Not a valid kswap trace: unknown `{fields_key}` {', '.join(map(repr, unknown))}."
+        )
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != len(fields):
+            raise ValueError(
+                f"Not a valid kswap trace: {rows_key}[{i}] must be a list of "
+                f"{len(fields)} values. Received: {type(row).__name__}"
+                + (f" of {len(row)}" if isinstance(row, list) else "")
+            )
+        try:
+            out.append(cls(**dict(zip(fields, row, strict=True))))
+        except (TypeError, ValueError) as error:
+            message = " ".join(str(error).split())
+            raise ValueError(f"Not a valid kswap trace: {rows_key}[{i}]: {message}") from None
+    return tuple(out)
 
 
 def _layer_key(b: Allocation) -> str:
