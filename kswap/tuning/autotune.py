@@ -257,21 +257,22 @@ class AutoTune(keras.callbacks.Callback):
         if self.logdir is None and self._own_logdir is None:
             self._own_logdir = tempfile.mkdtemp(prefix="kswap-autotune-")
         self._dir = self.logdir or self._own_logdir
-        # The profiler names a run's folder after the second it starts: wait
-        # for a new second so one window's trace never overwrites the last.
-        if int(time.time()) <= self._last_start:
-            time.sleep(1.0 - time.time() % 1.0 + 0.01)
         self._before = xplane_files(self._dir)
         try:
             tf.profiler.experimental.start(self._dir)
         except tf.errors.AlreadyExistsError:  # someone else's profiler: try the next step
             self._next_start += 1
             return
-        self._last_start = int(time.time())
         self._profiling, self._profiled = True, 0
 
     def _stop_profiler(self) -> None:
+        # The profiler names a run's folder after the second it writes the
+        # trace, at stop: wait for a new second so a window never overwrites
+        # the last one's trace.
+        if int(time.time()) <= self._last_start:
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
         tf.profiler.experimental.stop()
+        self._last_start = int(time.time())
         self._profiling = False
 
     def _finish_window(self) -> None:
