@@ -96,30 +96,40 @@ def shape_source(t: tf.Tensor) -> tf.Tensor:
     broadcast along dimensions of size 1 or ones known to be equal (a scalar
     constant, a bias): ``c * (x + x ** 3)`` has the shape of ``x``.
     """
+    return shape_chain(t)[-1]
+
+
+def shape_chain(t: tf.Tensor) -> list[tf.Tensor]:
+    """``t`` and the producers :func:`shape_source` walks through, ``t`` first.
+
+    Every one has ``t``'s shape at run time; the last is ``shape_source(t)``.
+    """
+    chain = [t]
     while True:
         op = t.op
         if op.type not in _ELEMENTWISE and not (
             op.type == "BiasAdd" and op.get_attr("data_format") in (b"NHWC", "NHWC")
         ):
-            return t
+            return chain
         dims = t.shape.as_list() if t.shape.rank is not None else None
         if dims is None:
-            return t
+            return chain
         dynamic = [x for x in op.inputs if not x.shape.is_fully_defined()]
         static = [x for x in op.inputs if x.shape.is_fully_defined()]
         if not dynamic or any(x.shape.rank is None or x.shape.as_list() != dims for x in dynamic):
-            return t
+            return chain
         for x in static:
             sdims = x.shape.as_list()
             if len(sdims) > len(dims):
-                return t
+                return chain
             aligned = dims[len(dims) - len(sdims) :]
             if any(s != 1 and (d is None or s != d) for s, d in zip(sdims, aligned, strict=True)):
-                return t
+                return chain
         sources = {canonical(shape_source(canonical(x))).ref() for x in dynamic}
         if len(sources) != 1:
-            return t
-        t = canonical(shape_source(canonical(dynamic[0])))
+            return chain
+        t = canonical(dynamic[0])
+        chain.append(t)
 
 
 class GraphState:
@@ -173,21 +183,27 @@ class GraphState:
     def remember_shape(self, t: tf.Tensor) -> None:
         """Takes ``t``'s dynamic shape in forward, for :meth:`stand_in`.
 
-        The shape is that of ``t``'s :func:`shape_source`: from its host copy
-        if it has one (taken in backward, no device tensor reads it), else
-        from the source itself in forward. Either way no elementwise
+        The shape is read from the host copy of ``t`` or of one of the
+        producers :func:`shape_chain` walks through, if one has a copy (taken
+        in backward, no device tensor reads it), else from
+        :func:`shape_source` itself in forward. Either way no elementwise
         intermediate gets an extra reader: Grappler rewrites a chain like
         ``c * (x * x ** 2)`` into ``(c * x) * x ** 2`` only where nothing else
         reads the inner product, as in the graph without kswap, where the
-        gradients' ``Shape`` ops are folded away.
+        gradients' ``Shape`` ops are folded away; and a copied block output
+        ``sigmoid(x @ w + b)`` lends its shape to the next block's backward
+        without a reader of ``x @ w``, which the remapper (with oneDNN) fuses
+        with the bias and the activation only where nothing else reads it.
         """
         c = canonical(t)
         if self.has_shape(c):
             return
-        source = canonical(shape_source(c))
-        if source.ref() in self.host and source.ref() not in self.restore:
-            self.shape_sources[c.ref()] = source  # its shape is read from the host copy
-            return
+        chain = [canonical(x) for x in shape_chain(c)]
+        for member in chain:
+            if member.ref() in self.host and member.ref() not in self.restore:
+                self.shape_sources[c.ref()] = member  # its shape is read from the host copy
+                return
+        source = chain[-1]
         if source.ref() not in self.shapes:
             self.shapes[source.ref()] = tf.shape(source)
         self.shapes[c.ref()] = self.shapes[source.ref()]

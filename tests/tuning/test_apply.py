@@ -11,7 +11,14 @@ from kswap.layers import Offload
 from kswap.planning import Link, Plan
 from kswap.planning.actions import Action
 from kswap.tuning import apply_plan, current_actions, wrappers
-from tests.layers.helpers import assert_same_state, build, compile_, data, trained_references
+from tests.layers.helpers import (
+    assert_same_state,
+    build,
+    compile_,
+    data,
+    onednn_enabled,
+    trained_references,
+)
 
 #: Every wrapper gets the action, or (``mixed``) the actions in turn.
 ACTIONS = {
@@ -55,17 +62,33 @@ def _planned(model, forms):
 #: with constant folding and the arithmetic optimizer off it is exact.
 _HOST_COPIES_READ = {("residual", "recompute_host")}
 
+#: Dense with exact GELU (``d1`` of ``sequential``) recomputed: the forward's
+#: pre-activation is then read by nothing but the GELU, so where TensorFlow
+#: runs oneDNN the remapper fuses ``MatMul``, ``BiasAdd`` and the GELU into one
+#: ``_FusedMatMul`` (``GeluExact``), which rounds differently from the ops the
+#: plain model runs (its backward reads the pre-activation, so nothing fuses
+#: there): gradients 2e-8 apart at the first step (absolute), while switching
+#: the remapper off changes nothing in the plain model and makes the
+#: recomputed one bit-identical. Without oneDNN every case is bit-identical.
+_GELU_FUSED_WHEN_RECOMPUTED = {
+    ("sequential", "recompute"),
+    ("sequential", "recompute_host"),
+    ("sequential", "mixed"),
+}
+
+
+def _marks(kind, actions):
+    if (kind, actions) in _HOST_COPIES_READ:
+        return [pytest.mark.xfail(strict=True, reason="host copies block Grappler's folding")]
+    if (kind, actions) in _GELU_FUSED_WHEN_RECOMPUTED and onednn_enabled():
+        return [pytest.mark.xfail(strict=True, reason="oneDNN fuses a recomputed Dense+GELU")]
+    return []
+
 
 @pytest.mark.parametrize(
     "kind, actions",
     [
-        pytest.param(
-            kind,
-            actions,
-            marks=[pytest.mark.xfail(strict=True, reason="host copies block Grappler's folding")]
-            if (kind, actions) in _HOST_COPIES_READ
-            else [],
-        )
+        pytest.param(kind, actions, marks=_marks(kind, actions))
         for kind, cases in CASES.items()
         for actions in cases
     ],
