@@ -51,7 +51,7 @@ def train(model: keras.Model, dataset: tf.data.Dataset) -> list[float]:
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        optimizer.apply_gradients(zip(grads, model.trainable_weights, strict=True))
         return loss
 
     keras.utils.set_random_seed(1)  # Dropout's seeds: the same in both runs
