@@ -199,6 +199,7 @@ def _signature(name: str, obj) -> str:
         return name
     sig = re.sub(r"<function (\w+) at 0x[0-9a-f]+>", r"\1", sig)
     sig = re.sub(r"(: |-> )'([^']*)'", r"\1\2", sig)  # postponed annotations, unquoted
+    sig = re.sub(r"^\((?:self|cls)(?:, |(?=\)))", "(", sig)  # methods: as called on an instance
     if inspect.isclass(obj):
         sig = sig.removesuffix(" -> None")
     return f"{name}{sig}"
@@ -246,7 +247,7 @@ def _entry(module: str, name: str, obj) -> list[str]:
     if inspect.isclass(obj):
         members = _members(obj)
         if members:
-            lines += members + [""]
+            lines += ["Methods and properties:", "", *members, ""]
     return lines
 
 
