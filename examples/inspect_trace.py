@@ -3,7 +3,7 @@
 ``kswap.profile`` runs training steps of a compiled model under TensorFlow's
 profiler and returns a ``kswap.Trace``: every buffer the step allocated, with
 its size, lifetime, op, layer and phase (forward, backward, transfer,
-update). The script profiles keras.applications MobileNetV2 (64x64, batch 16,
+update). The script profiles keras.applications MobileNet (64x64, batch 16,
 Adam), prints the device peak, what is alive at the peak per layer and
 phase, the op time per layer, then packs the step's buffers by their
 lifetimes (SmartPool: the least memory the step needs) and writes to ``--out``:
@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    model = keras.applications.MobileNetV2(weights=None, input_shape=(64, 64, 3), classes=10)
+    model = keras.applications.MobileNet(weights=None, input_shape=(64, 64, 3), classes=10)
     model.compile("adam", "sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
     x = rng.random((32, 64, 64, 3), dtype=np.float32)
@@ -98,7 +98,7 @@ def main() -> None:
         plot_timeline(
             trace,
             os.path.join(args.out, "device_memory.png"),
-            f"MobileNetV2, one training step{label}",
+            f"MobileNet, one training step{label}",
         )
         plot_packing(plan, os.path.join(args.out, "packing.png"))
         print(f"wrote {args.out}/device_memory.png and {args.out}/packing.png")
