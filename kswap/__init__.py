@@ -28,8 +28,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from kswap._env import has_tensorflow, prepare_environment, tensorflow_missing
+from kswap._registration import register_when_keras_is_imported
 
 prepare_environment()
+register_when_keras_is_imported()  # a saved offloaded model loads after `import kswap`
 
 __version__ = "0.1.0"
 

@@ -1,9 +1,10 @@
-"""An offloaded model saved as ``.keras`` loads in a fresh process once kswap's layers are imported.
+"""An offloaded model saved as ``.keras`` loads in a fresh process after ``import kswap``.
 
-``import kswap`` alone imports no TensorFlow or Keras code of kswap's, so
-``kswap.layers.Offload`` is not registered with Keras yet; ``import
-kswap.layers`` (or using any kswap name that runs TensorFlow, such as
-``kswap.OffloadingModel``) registers it.
+``import kswap`` imports no Keras code of kswap's, but has Keras import
+:mod:`kswap.layers` (which registers ``kswap.layers.Offload``) right after
+Keras itself (:mod:`kswap._registration`); ``import kswap.layers`` works too.
+The child imports kswap before Keras, as the README says to, and the
+other order is checked too.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LOAD = """
 import json, sys
-import keras
 import kswap
+import keras
 
 def load():
     try:
@@ -60,8 +61,26 @@ def test_loads_after_import_kswap_layers(loads):
     assert loads["import kswap.layers"] == "Offload"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="import kswap alone does not register kswap.layers.Offload with Keras"
-)
 def test_loads_after_import_kswap(loads):
     assert loads["import kswap"] == "Offload"
+
+
+def test_loads_after_import_keras_then_kswap(tmp_path):
+    path = tmp_path / "offloaded.keras"
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, name="d")])
+    model.compile("sgd", "mse")
+    kswap.OffloadingModel(model).save(path)
+    code = (
+        "import sys, keras, kswap\n"
+        "print(type(keras.models.load_model(sys.argv[1]).get_layer('d')).__name__)"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "Offload"

@@ -24,14 +24,15 @@ from kswap.profiler.profile import read_trace, xplane_files
 from kswap.tuning import AutoTune, current_actions
 from tests.tuning.test_autotune import BATCH, _data, _model
 
-
 #: ``report``'s budget: AutoTune must make a plan, whatever CPU kernels TensorFlow
 #: picks (with oneDNN the smallest feasible budget of its six-batch run is 0.87).
 REPORT_BUDGET = 0.95
 
 
 def report(logdir: str) -> dict:
-    tune = AutoTune(REPORT_BUDGET, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir)
+    tune = AutoTune(
+        REPORT_BUDGET, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir
+    )
     off = kswap.OffloadingModel(_model())
     off.fit(*_data(BATCH * 6), batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
     rounds = [
