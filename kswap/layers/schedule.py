@@ -88,6 +88,16 @@ _ELEMENTWISE = frozenset(
 )  # fmt: skip
 
 
+#: Ops the remapper fuses with the elementwise ops that read their output (a bias, an
+#: activation): a shape is never read from their output, which would stop the fusion.
+_FUSES_WITH_CONSUMERS = frozenset(
+    {
+        "Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2",
+        "BatchMatMulV3", "FusedBatchNormV3", "_FusedConv2D", "_FusedMatMul",
+    }
+)  # fmt: skip
+
+
 def shape_source(t: tf.Tensor) -> tf.Tensor:
     """The tensor up ``t``'s elementwise producers that has ``t``'s shape at run time.
 
@@ -103,6 +113,7 @@ def shape_chain(t: tf.Tensor) -> list[tf.Tensor]:
     """``t`` and the producers :func:`shape_source` walks through, ``t`` first.
 
     Every one has ``t``'s shape at run time; the last is ``shape_source(t)``.
+    The walk stops below the output of an op in :data:`_FUSES_WITH_CONSUMERS`.
     """
     chain = [t]
     while True:
@@ -129,6 +140,8 @@ def shape_chain(t: tf.Tensor) -> list[tf.Tensor]:
         if len(sources) != 1:
             return chain
         t = canonical(dynamic[0])
+        if t.op.type in _FUSES_WITH_CONSUMERS:
+            return chain
         chain.append(t)
 
 
@@ -194,6 +207,10 @@ class GraphState:
         ``sigmoid(x @ w + b)`` lends its shape to the next block's backward
         without a reader of ``x @ w``, which the remapper (with oneDNN) fuses
         with the bias and the activation only where nothing else reads it.
+        Where the chain starts at such a fusion (``x @ w + b``), the shape is
+        read from ``t`` itself, which the block asking for it reads anyway (a
+        padding's or a sum's input), rather than from an intermediate the
+        fusion would absorb.
         """
         c = canonical(t)
         if self.has_shape(c):
@@ -204,6 +221,8 @@ class GraphState:
                 self.shape_sources[c.ref()] = member  # its shape is read from the host copy
                 return
         source = chain[-1]
+        if any(canonical(x).op.type in _FUSES_WITH_CONSUMERS for x in source.op.inputs):
+            source = c
         if source.ref() not in self.shapes:
             self.shapes[source.ref()] = tf.shape(source)
         self.shapes[c.ref()] = self.shapes[source.ref()]
