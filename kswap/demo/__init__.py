@@ -90,7 +90,10 @@ def run_demo(options: Options) -> dict:
             f" MiB, predicted step x{plan['slowdown']:.2f}"
             + (" (not kept)" if tuned.get("restored") else "")
         )
-        print("blocks in the model's order, consecutive ones with the same action together:")
+        print(
+            "blocks in the model's order (consecutive ones with the same action together) and "
+            "the MiB their backward reads:"
+        )
         print(compact_plan(plan["blocks"]))
     packing = results["baseline"].get("packing")
     if packing:

@@ -104,7 +104,7 @@ def draw_memory_chart(data: dict, path: str | os.PathLike, *, subtitle: str = ""
             label=f"AutoTune's budget {data['budget_bytes'] / _MIB:,.0f} MiB",
         )
     label = device_label(data["emulated"], data.get("device"))
-    title = f"{data['title']} (device memory {label})"
+    title = f"{data['title']} ({label})"
     ax.set_title(f"{title}\n{subtitle}" if subtitle else title, fontsize="medium")
     ax.set_xlabel("time in the step (fraction of the step: forward, then backward and update)")
     ax.set_ylabel("device MiB in use")

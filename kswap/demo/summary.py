@@ -5,17 +5,20 @@ Example:
     >>> blocks = [["a", "conv", 2**20, "swap"], ["b", "conv", 2**20, "swap"],
     ...           ["c", "dense", 0, "keep"]]
     >>> print(compact_plan(blocks))
-      a .. b           2 blocks  swap        2.0 MiB saved bytes
-      c                1 block   keep        0.0 MiB saved bytes
+      a .. b  2 blocks    swap (prefetch 1)       2.0 MiB
+      c       1 block     keep                    0.0 MiB
 """
 
 from __future__ import annotations
+
+import textwrap
 
 from kswap.demo.chart import LABELS, device_label
 
 __all__ = ["autotune_lines", "compact_plan", "packing_lines", "table"]
 
 _MIB = 2**20
+_WIDTH = 100
 
 
 def _mib(n: float) -> str:
@@ -37,7 +40,8 @@ def table(results: dict[str, dict], steps: int) -> str:
                 _mib(peak),
                 f"{ratio:.2f}x{less}",
                 _mib(r["host_peak_bytes"]),
-                f"{ms:,.0f} ms",
+                f"{ms:,.0f} ms ({min(r['step_seconds_all']) * 1e3:,.0f}-"
+                f"{max(r['step_seconds_all']) * 1e3:,.0f})",
                 f"{r['step_seconds'] / base['step_seconds']:.2f}x",
                 ("emulated" if r["emulated"] else "real") + f" ({r.get('device')})",
             )
@@ -53,17 +57,18 @@ def table(results: dict[str, dict], steps: int) -> str:
     ]
     lines.insert(1, "-" * len(lines[0]))
     label = device_label(base["emulated"], base.get("device"))
-    lines.append(
+    notes = [
         f"device peak: the most bytes in use on the device in {len(base['step_peaks_bytes'])} "
-        f"profiled steps, weights and optimizer state included (device memory {label}); "
-        f"host peak: kswap's copies in host memory; step time: median of {steps} unprofiled "
-        "steps of fit."
-    )
+        f"profiled steps, weights and optimizer state included (device memory {label}). "
+        "host peak: kswap's copies in host memory. step time: median of "
+        f"{steps} unprofiled steps of fit (in brackets the fastest and the slowest).",
+    ]
     if base["emulated"]:
-        lines.append(
-            "On a machine without a GPU the host copies are real copies in the same CPU "
-            "memory, so step times show the copies' cost on the same cores, not a GPU's."
+        notes.append(
+            "Without a GPU the host copies are real copies in the same CPU memory, made by "
+            "the cores that compute: step times show that cost, not a GPU's link."
         )
+    lines += [textwrap.fill(n, _WIDTH) for n in notes]
     return "\n".join(lines)
 
 
@@ -95,21 +100,34 @@ def autotune_lines(r: dict) -> list[str]:
 
 
 def compact_plan(blocks: list[list]) -> str:
-    """The plan's blocks, consecutive blocks with one action on one line."""
-    groups: list[list] = []
+    """The plan's blocks, consecutive ones with one kind of action on one line, with their MiB.
+
+    A block's MiB are the tensors its backward reads (what swapping or
+    recomputing takes off the device between its forward and backward).
+    Swaps with different prefetch distances (``swap``, ``swap:2``) share a
+    line, which names the distances.
+    """
+    groups: list[dict] = []
     for name, _kind, saved, action in blocks:
-        if groups and groups[-1][3] == action:
-            groups[-1][1] = name
-            groups[-1][2] += 1
-            groups[-1][4] += saved
+        kind, _, rest = str(action).partition(":")
+        if groups and groups[-1]["kind"] == kind:
+            g = groups[-1]
+            g["last"], g["n"], g["saved"] = name, g["n"] + 1, g["saved"] + saved
         else:
-            groups.append([name, name, 1, action, saved])
-    width = max([len(f"{g[0]} .. {g[1]}") for g in groups] + [10])
+            g = {"first": name, "last": name, "n": 1, "kind": kind, "saved": saved, "ahead": set()}
+            groups.append(g)
+        if kind == "swap":
+            g["ahead"].add(int(rest.split(":")[-1]) if rest else 1)
+    spans = [g["first"] if g["n"] == 1 else f"{g['first']} .. {g['last']}" for g in groups]
+    width = max(len(s) for s in spans)
     lines = []
-    for first, last, n, action, saved in groups:
-        span = first if n == 1 else f"{first} .. {last}"
-        count = f"{n} block" + ("s" if n > 1 else "")
-        lines.append(f"  {span:<{width}}  {count:<9} {action:<10}{_mib(saved):>10} saved bytes")
+    for span, g in zip(spans, groups, strict=True):
+        count = f"{g['n']} block" + ("s" if g["n"] > 1 else "")
+        action = g["kind"]
+        if g["ahead"]:
+            lo, hi = min(g["ahead"]), max(g["ahead"])
+            action += f" (prefetch {lo})" if lo == hi else f" (prefetch {lo}-{hi})"
+        lines.append(f"  {span:<{width}}  {count:<10}  {action:<20}{_mib(g['saved']):>11}")
     return "\n".join(lines)
 
 
@@ -118,16 +136,18 @@ def packing_lines(p: dict, emulated: bool, device: str | None) -> list[str]:
     bound, arena, bfc = p["lower_bound_bytes"], p["arena_bytes"], p["bfc_peak_bytes"]
     asked = p["requested_peak_bytes"]
     label = device_label(emulated, device)
-    return [
-        f"One baseline step has {p['buffers']:,} device buffers (device memory {label}).",
-        f"  Most bytes alive at once: {_mib(bound)}. No allocator can use less: this is the "
-        "lower bound.",
-        f"  kswap's SmartPool packing ({p['algorithm']}) gives every buffer a fixed offset "
-        f"from the lifetimes and needs {_mib(arena)}: {arena / max(bound, 1):.4f}x the bound.",
-        f"  TensorFlow's own allocator (BFC) had {_mib(bfc)} in use at its peak in the same "
-        f"step: {bfc / max(bound, 1):.4f}x the bound, {_mib(bfc - bound)} more.",
-        "  Those extra bytes are not gaps between buffers: BFC counts the blocks it hands "
-        "out, and a block is larger than the tensor asked for (rounded up to 256 bytes, "
-        "and a free block less than twice the size asked for is given whole, unsplit). "
-        f"The tensors themselves asked for at most {_mib(asked)} at once.",
+    paragraphs = [
+        f"One baseline step has {p['buffers']:,} device buffers (device memory {label}). "
+        f"The most bytes alive at once are {_mib(bound)}: no allocator can use less, this "
+        "is the lower bound.",
+        f"kswap's SmartPool packing ({p['algorithm']}) gives every buffer a fixed offset, "
+        f"planned from the lifetimes, and needs {_mib(arena)}: "
+        f"{arena / max(bound, 1):.4f}x the bound.",
+        f"TensorFlow's own allocator (BFC) had {_mib(bfc)} in use at its peak in the same "
+        f"step: {bfc / max(bound, 1):.4f}x the bound, {_mib(bfc - bound)} more. Those bytes "
+        "are not gaps between buffers: BFC counts the blocks it hands out, and a block is "
+        "larger than the tensor asked for (rounded up to 256 bytes, and a free block less "
+        "than twice the size asked for is handed out whole, not split). The tensors "
+        f"themselves asked for at most {_mib(asked)} at once.",
     ]
+    return [textwrap.fill(t, _WIDTH) for t in paragraphs]
