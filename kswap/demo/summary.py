@@ -33,7 +33,9 @@ def table(results: dict[str, dict], steps: int) -> str:
     for name, r in results.items():
         peak, ms = r["device_peak_bytes"], r["step_seconds"] * 1e3
         ratio = peak / base["device_peak_bytes"]
-        less = f" ({(1 - ratio) * 100:.1f}% less)" if name != "baseline" else ""
+        less = ""
+        if name != "baseline":
+            less = f" ({abs(1 - ratio) * 100:.1f}% {'less' if ratio <= 1 else 'more'})"
         rows.append(
             (
                 LABELS.get(name, name),
