@@ -96,7 +96,7 @@ def autotune_lines(r: dict) -> list[str]:
     peak = r["device_peak_bytes"]
     verdict = "within" if peak <= budget else "OVER"
     lines.append(
-        f"AutoTune run's device peak {_mib(peak)}: {verdict} the budget ({peak / budget:.2f} of it)"
+        f"AutoTune run's device peak {_mib(peak)}: {verdict} the budget ({peak / budget:.3f} of it)"
     )
     return lines
 
