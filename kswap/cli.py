@@ -424,7 +424,7 @@ def _demo_cmd(args) -> int:
     resolve(options.model)  # names a callable (imports it: Keras, not a TensorFlow op)
     try:
         run_demo(options)
-    except RuntimeError as e:
+    except (RuntimeError, ImportError) as e:
         print(f"kswap: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 1
     return 0
