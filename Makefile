@@ -20,14 +20,15 @@ KERAS_HUB_DEPS := "kagglehub!=1.0.1" kagglesdk==0.1.28 regex rich absl-py packag
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(EXTRA),dev]"
+	$(PY) -m pip install --quiet -e ".[$(EXTRA),dev,plot]"
 	$(PY) -m pip install --quiet --no-deps "$(KERAS_HUB)"
 	$(PY) -m pip install --quiet $(KERAS_HUB_DEPS)
 	touch $@
 
+# MobileNetV2 at 160x160, batch 32, trained three ways (plain, offloaded, with
+# AutoTune), each in a fresh process; the table, charts and logdir go to demo/.
 demo: $(VENV)/.installed
-	$(PY) -m kswap profile --model keras.applications.MobileNetV2 --input 96,96,3 --batch 32 --top 8
-	$(PY) -m kswap profile --model keras.applications.MobileNetV2 --input 96,96,3 --batch 32 --top 8 --offload all --pack
+	$(PY) -m kswap demo --out demo
 
 test: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples
@@ -37,4 +38,4 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache demo

@@ -7,6 +7,7 @@ Example:
     kswap measure --model keras.applications.VGG16 --input 64,64,3 --batch 8 --json
     kswap plan --model keras.applications.VGG16 --input 224,224,3 --batch 256 --classes 1000 \
         --budget 12GiB --link pcie3 --device k40
+    kswap demo --out demo
 """
 
 from __future__ import annotations
@@ -99,7 +100,39 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_args(m, _MEASURE_STEPS, "timed and profiled steps, as kswap.measure")
     m.add_argument("--json", action="store_true", help="print one JSON object (bytes, seconds)")
     _add_plan_parser(sub)
+    _add_demo_parser(sub)
     return parser
+
+
+def _add_demo_parser(sub) -> None:
+    from kswap.demo.runner import Options
+
+    d = Options()
+    p = sub.add_parser(
+        "demo",
+        help="train a keras.applications model three ways: plain, offloaded, with AutoTune",
+        description="Trains a model with Keras's progress bars in three fresh processes: "
+        "the plain model, kswap.OffloadingModel(model) and that with kswap.AutoTune(budget). "
+        "Prints one table, AutoTune's plan and the packing of one step; writes the charts "
+        "and a TensorBoard logdir to --out.",
+    )
+    p.error = _one_line_error(p)  # type: ignore[method-assign]
+    p.add_argument("--model", default=d.model, help=f"model to train (default {d.model})")
+    shape = ",".join(map(str, d.input))
+    p.add_argument("--input", default=shape, help=f"input shape without batch ({shape})")
+    p.add_argument(
+        "--batch", type=_positive_arg("batch"), default=d.batch, help=f"batch size ({d.batch})"
+    )
+    p.add_argument(
+        "--steps",
+        type=_positive_arg("steps"),
+        default=d.steps,
+        help=f"timed steps per run, their median is the step time ({d.steps})",
+    )
+    p.add_argument(
+        "--budget", default=d.budget, help=f"AutoTune's budget: 0.5, 50%%, 300MiB ({d.budget})"
+    )
+    p.add_argument("--out", default=d.out, help=f"output directory, rewritten ({d.out})")
 
 
 def _one_line_error(parser: argparse.ArgumentParser):
@@ -374,6 +407,29 @@ def _plan_cmd(args) -> int:
     return 0
 
 
+def _demo_cmd(args) -> int:
+    from kswap.demo import Options, run_demo
+    from kswap.demo.runner import parse_input
+
+    options = Options(
+        model=args.model,
+        input=parse_input(args.input),
+        batch=args.batch,
+        steps=args.steps,
+        budget=args.budget,
+        out=args.out,
+    ).check()
+    from kswap.modelspec import resolve
+
+    resolve(options.model)  # names a callable (imports it: Keras, not a TensorFlow op)
+    try:
+        run_demo(options)
+    except (RuntimeError, ImportError) as e:
+        print(f"kswap: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
@@ -390,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
             return _pack_cmd(args)
         if args.command == "plan":
             return _plan_cmd(args)
+        if args.command == "demo":
+            return _demo_cmd(args)
         return _measure_cmd(args)
     except ValueError as e:
         message = " ".join(str(e).split())  # one line
