@@ -86,11 +86,19 @@ MODULES: dict[str, tuple[str | None, str]] = {
         "profiling.md#command-line",
         "How the command line names, builds and feeds a model (``--model``, ``--input``).",
     ),
+    "kswap.demo": (
+        "demo.md",
+        "``kswap demo`` (``make demo``): a keras.applications model trained plain, offloaded "
+        "and with ``AutoTune``, each in a fresh process; the table, the memory chart and a "
+        "TensorBoard logdir.",
+    ),
     "kswap.cli": ("profiling.md#command-line", "The ``kswap`` command."),
 }
 
 #: What constants and names without a docstring are.
 NOTES: dict[str, str] = {
+    "kswap.demo.RUNS": "The demo's runs, in order: ``baseline`` (the plain model), "
+    "``offload`` (``OffloadingModel``) and ``autotune`` (offloaded, with ``AutoTune``).",
     "kswap.offloading.POLICIES": "The named policies of ``OffloadingModel``: ``all``, "
     "``conv`` and ``auto`` (reserved: use ``kswap.AutoTune``).",
     "kswap.offloading.CONV_LAYERS": "The layer classes the ``conv`` policy offloads "
