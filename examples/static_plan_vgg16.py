@@ -1,4 +1,4 @@
-"""Plan a model that does not fit, before anything runs: VGG16 at batch 256 in 12 GiB.
+"""Plan a model that does not fit, before anything runs: VGG16 at batch 256 against 12 GiB.
 
 ``kswap.plan`` estimates one training step of a Keras model from its shapes
 (the forward pass is traced as a graph at the batch size; no memory is
@@ -10,12 +10,20 @@ prints the estimated baseline and the plan, and saves the plan as JSON.
 ``kswap.OffloadingModel(model, policy=plan)`` (or ``kswap.apply_plan``)
 would then train the model with it.
 
+No plan meets 12 GiB there: ``block1_conv2``'s backward holds four tensors of
+3.06 GiB at once (its input, its ReLU's output, the upstream gradient and
+the gradient it makes), so the smallest feasible budget is 13.43 GiB. The
+script prints the refusal and plans for that budget instead: 13.43 GiB,
+slowdown 1.073, Adam's slots on the host (docs/benchmarks.md, "VGG-16 at
+batch 256, 224x224, float32, against 12 GiB").
+
 The figures are static estimates (roofline times at the datasheet's peak
 FLOP/s), not measurements: see docs/estimate.md for what they model. The
-same from the command line:
+same from the command line (``--budget 12GiB`` is refused with the smallest
+feasible budget, 13.5 GiB rounded up):
 
     kswap plan --model keras.applications.VGG16 --input 224,224,3 --batch 256 \
-        --classes 1000 --budget 12GiB --device k40 --link pcie3
+        --classes 1000 --budget 13.5GiB --device k40 --link pcie3
 
 Run:
     python examples/static_plan_vgg16.py [--out DIR] [--batch 256] [--budget 12GiB]

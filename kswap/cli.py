@@ -6,7 +6,7 @@ Example:
     kswap pack t.json --plot packing.png
     kswap measure --model keras.applications.VGG16 --input 64,64,3 --batch 8 --json
     kswap plan --model keras.applications.VGG16 --input 224,224,3 --batch 256 --classes 1000 \
-        --budget 12GiB --link pcie3 --device k40
+        --budget 13.5GiB --link pcie3 --device k40
     kswap demo --out demo
 """
 
