@@ -133,7 +133,7 @@ REAL = Sizes(
     exactness=["tests/layers/test_exactness.py", "tests/layers/test_exactness_zoo.py"],
 )
 DRY = Sizes(
-    budgets={**{s: 60 for s in STAGES}, "vdnn": 120},
+    budgets={**{s: 90 for s in STAGES}, "vdnn": 150},  # a busy CPU is slow
     link_bytes=4 * MIB,
     offload_models="TinyVGG",
     offload_input="32,32,3",
@@ -195,6 +195,20 @@ def _tail(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", lines[-1])[:300] if lines else ""
 
 
+def _errors(text: str) -> list[str]:
+    """The lines of a process's output but its warnings (kswap's own name out-of-memory aborts)."""
+    lines, skip = [], False
+    for ln in text.splitlines():
+        if re.search(r"\w+Warning: ", ln):
+            skip = True  # the warning, and the source line printed under it
+            continue
+        if skip and ln.startswith(" "):
+            continue
+        skip = False
+        lines.append(ln)
+    return lines
+
+
 def run_stage(args: list[str], timeout: float, env: dict[str, str]) -> Result:
     """Runs ``python ARGS`` from the project root in a fresh process, within ``timeout`` s.
 
@@ -223,14 +237,15 @@ def run_stage(args: list[str], timeout: float, env: dict[str, str]) -> Result:
     if proc.returncode == 0:
         outcome = data.get("outcome", "ok")
         return Result(outcome, seconds, proc.stdout, data.get("error", ""), data)
-    oom = _OOM.search(proc.stderr) or _OOM.search(proc.stdout)
-    lines = [ln for ln in proc.stderr.splitlines() if _OOM.search(ln)] if oom else []
+    oom = any(_OOM.search(ln) for ln in _errors(proc.stderr + "\n" + proc.stdout))
+    lines = [ln for ln in _errors(proc.stderr) if _OOM.search(ln)] if oom else []
     if proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         detail = f"killed by {name}: "
     else:
         detail = f"exit code {proc.returncode}: "
-    detail += _tail(lines[-1] if lines else proc.stderr).replace(ROOT + os.sep, "")
+    detail += _tail(lines[-1] if lines else "\n".join(_errors(proc.stderr)))
+    detail = detail.replace(ROOT + os.sep, "")
     return Result("out of memory" if oom else "failed", seconds, proc.stdout, detail, data)
 
 
