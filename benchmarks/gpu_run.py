@@ -487,8 +487,9 @@ def _device(report: Report, sizes: Sizes, left, worker, env) -> None:
     cmd = worker("device")
     r = run_stage(cmd, left("device"), env)
     d = r.data
-    if r.outcome == "ok" and d.get("gpus") and not report.dry:
-        report.device = ", ".join(g["name"] for g in d["gpus"])
+    if r.outcome == "ok" and not report.dry:
+        names = ", ".join(g["name"] for g in d["gpus"])
+        report.device = names or "CPU, emulated (TensorFlow sees no GPU)"
     gpus = d.get("gpus", [])
     rows = [
         f"- GPUs TensorFlow sees: {', '.join(g['name'] for g in gpus) or 'none'}",
