@@ -415,14 +415,14 @@ class Report:
     def section(self, stage: str, commands: list[str], body: str) -> None:
         cmds = "\n".join(f"    {c}" for c in commands)
         self.parts[stage] = (
-            f"### {TITLES[stage]}\n\nDevice: {self.device}. Command"
+            f"#### {TITLES[stage]}\n\nDevice: {self.device}. Command"
             f"{'s' if len(commands) > 1 else ''}:\n\n{cmds}\n\n{body.strip()}\n"
         )
 
     def text(self, total: float, argv: list[str]) -> str:
         mode = "dry run on CPU, tiny sizes, device memory emulated; " if self.dry else ""
         head = (
-            "## On your own GPU: benchmarks/gpu.sh\n\n"
+            f"### Measured on {self.device}\n\n"
             f"Made by `{_cmd(['benchmarks/gpu_run.py', *argv])}` "
             f"({mode}device: {self.device}; {total:.0f} s in all).\n"
         )

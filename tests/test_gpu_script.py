@@ -9,12 +9,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join(ROOT, "benchmarks", "gpu_run.py")
 SECTIONS = (
-    "### Device",
-    "### Host<->device copy bandwidth",
-    "### Offloading: device memory and step time",
-    "### vDNN's experiment: VGG16, batch 256, float32, against 12 GiB",
-    "### The simulator against measurement: step time",
-    "### Exactness tests on the device",
+    "#### Device",
+    "#### Host<->device copy bandwidth",
+    "#### Offloading: device memory and step time",
+    "#### vDNN's experiment: VGG16, batch 256, float32, against 12 GiB",
+    "#### The simulator against measurement: step time",
+    "#### Exactness tests on the device",
 )
 
 
@@ -36,10 +36,10 @@ def test_dry_run_writes_every_stage_labelled_as_emulated(tmp_path):
     proc = _run("--dry-run", "--out", str(out), timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
-    assert text.startswith("## On your own GPU: benchmarks/gpu.sh")
+    assert text.startswith("### Measured on CPU, emulated")
     for heading in SECTIONS:
         assert heading in text, heading
-    sections = text.split("\n### ")[1:]
+    sections = text.split("\n#### ")[1:]
     assert len(sections) == len(SECTIONS)
     for section in sections:
         assert "Device: CPU, emulated." in section, section[:200]
