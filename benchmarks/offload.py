@@ -73,10 +73,36 @@ def lstm_model(input_shape=(100,), classes=10):
 SEQUENCE_MODELS = {"LSTM": lstm_model}
 
 
+def tiny_vgg(input_shape=(32, 32, 3), classes=10):
+    """VGG's shape in miniature: two blocks of two 3x3 convolutions and a pooling, two Dense.
+
+    A stand-in for VGG16 where only the script's working matters (a dry run).
+    """
+    import keras
+
+    inputs = keras.Input(input_shape)
+    h = inputs
+    for block, filters in enumerate((8, 16), start=1):
+        for i in (1, 2):
+            h = keras.layers.Conv2D(
+                filters, 3, padding="same", activation="relu", name=f"block{block}_conv{i}"
+            )(h)
+        h = keras.layers.MaxPooling2D(name=f"block{block}_pool")(h)
+    h = keras.layers.Flatten(name="flatten")(h)
+    h = keras.layers.Dense(32, activation="relu", name="fc1")(h)
+    outputs = keras.layers.Dense(classes, activation="softmax", name="predictions")(h)
+    return keras.Model(inputs, outputs, name="tiny_vgg")
+
+
+#: Small image models built here, not by keras.applications.
+IMAGE_MODELS = {"TinyVGG": tiny_vgg}
+
+
 def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "adam"):
     """The compiled model ``name`` as ``variant`` builds it, seed 0.
 
-    ``name`` is a keras.applications model or one of :data:`SEQUENCE_MODELS`.
+    ``name`` is a keras.applications model or one of :data:`SEQUENCE_MODELS`
+    and :data:`IMAGE_MODELS`.
     """
     import keras
 
@@ -88,8 +114,8 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
     shape = tuple(int(s) for s in input_shape.split(","))
 
     def build():
-        if name in SEQUENCE_MODELS:
-            model = SEQUENCE_MODELS[name](shape)
+        if name in SEQUENCE_MODELS or name in IMAGE_MODELS:
+            model = {**SEQUENCE_MODELS, **IMAGE_MODELS}[name](shape)
             model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
             return model
         return build_model(
