@@ -31,9 +31,7 @@ BUDGET = 0.95
 
 
 def report(logdir: str) -> dict:
-    tune = AutoTune(
-        BUDGET, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir
-    )
+    tune = AutoTune(BUDGET, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir)
     off = kswap.OffloadingModel(_model())
     off.fit(*_data(BATCH * 6), batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
     rounds = [
