@@ -40,21 +40,31 @@ print(json.dumps({"import kswap": first, "import kswap.layers": load()}))
 
 
 @pytest.fixture(scope="module")
-def loads(tmp_path_factory):
+def saved(tmp_path_factory):
     path = tmp_path_factory.mktemp("saved") / "offloaded.keras"
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, name="d")])
     model.compile("sgd", "mse")
     kswap.OffloadingModel(model).save(path)
+    return path
+
+
+def _last_line(code: str, path) -> str:
+    """Runs ``code`` in a fresh process with ``path`` as its argument; its last line."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     proc = subprocess.run(
-        [sys.executable, "-c", LOAD, str(path)],
+        [sys.executable, "-c", code, str(path)],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def loads(saved):
+    return json.loads(_last_line(LOAD, saved))
 
 
 def test_loads_after_import_kswap_layers(loads):
@@ -65,22 +75,9 @@ def test_loads_after_import_kswap(loads):
     assert loads["import kswap"] == "Offload"
 
 
-def test_loads_after_import_keras_then_kswap(tmp_path):
-    path = tmp_path / "offloaded.keras"
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, name="d")])
-    model.compile("sgd", "mse")
-    kswap.OffloadingModel(model).save(path)
+def test_loads_after_import_keras_then_kswap(saved):
     code = (
         "import sys, keras, kswap\n"
         "print(type(keras.models.load_model(sys.argv[1]).get_layer('d')).__name__)"
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "Offload"
+    assert _last_line(code, saved) == "Offload"

@@ -25,11 +25,12 @@ The process writes ``{"result": {...}}`` or ``{"error": "Type: message"}``
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 import sys
 import time
+
+from kswap.profiler._child import run_job
 
 __all__ = ["PROFILED", "main"]
 
@@ -269,18 +270,7 @@ def _run(job: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    (job_path,) = argv
-    with open(job_path) as f:
-        job = json.load(f)
-    try:
-        payload = {"result": _run(job)}
-    except Exception as error:  # reported to the parent in one line
-        from kswap.profiler._isolate import one_line
-
-        payload = {"error": one_line(error)}
-    with open(job["out"], "w") as f:
-        json.dump(payload, f)
-    return 1 if "error" in payload else 0
+    return run_job(argv, lambda job: {"result": _run(job)})
 
 
 if __name__ == "__main__":

@@ -41,12 +41,19 @@ def _run(job: dict) -> dict:
     return {"measurement": result.to_dict()}
 
 
-def main(argv: list[str]) -> int:
+def run_job(argv: list[str], run) -> int:
+    """A child process's main: ``run(job)`` on the job file ``argv`` names.
+
+    The payload ``run`` returns, or ``{"error": "Type: message"}`` on one
+    line, goes to the job's ``"out"`` file as JSON; the exit code is 1 on an
+    error. Nothing but the standard library is imported before ``run``, so a
+    job may set up ``sys.path`` and import the user's modules before Keras.
+    """
     (job_path,) = argv
     with open(job_path) as f:
         job = json.load(f)
     try:
-        payload = _run(job)
+        payload = run(job)
     except Exception as error:  # reported to the parent in one line
         from kswap.profiler._isolate import one_line
 
@@ -54,6 +61,10 @@ def main(argv: list[str]) -> int:
     with open(job["out"], "w") as f:
         json.dump(payload, f)
     return 1 if "error" in payload else 0
+
+
+def main(argv: list[str]) -> int:
+    return run_job(argv, _run)
 
 
 if __name__ == "__main__":
