@@ -215,7 +215,7 @@ class GraphState:
         c = canonical(t)
         if self.has_shape(c):
             return
-        chain = [canonical(x) for x in shape_chain(c)]
+        chain = shape_chain(c)  # canonical tensors: c and the producers it walks to
         for member in chain:
             if member.ref() in self.host and member.ref() not in self.restore:
                 self.shape_sources[c.ref()] = member  # its shape is read from the host copy
