@@ -266,7 +266,9 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
     structure = {}
 
     @tf.custom_gradient
-    def block(*xs):
+    def block(*args):
+        *xs, uses = args  # ``uses``: more inputs, filled in below (see _per_use_inputs)
+        xs = tuple(xs)
         seeds_before = lstate.seed_values()
         planned_recompute = wrapper.action.kind == "recompute"  # the forward runs again
         if graph and not planned_recompute:
@@ -282,14 +284,19 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
         plan = replay.plan_replay(ops, xs, flat_out, watcher.watched_variables()) if graph else None
         if plan is not None and plan.replayable:
             specials = _offload_reads(state, plan, xs)
-            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes, specials)
+            slots = structure["slots"] = _per_use_inputs(plan, xs, uses)
+            structure["uses"] = uses
+            grad = _replay_grad(wrapper, state, index, plan, xs, flat_out, scopes, specials, slots)
         else:
             if plan is not None:
                 _fall_back(wrapper, plan.reason)
             grad = _recompute_grad(wrapper, state, index, xs, call, seeds_before)
         return flat_out, grad
 
-    out = keras.tree.flatten(block(*tensors))
+    uses: list = []
+    out = keras.tree.flatten(block(*tensors, uses))
+    if "slots" in structure:  # the list the block got is a copy of ``uses``
+        structure["slots"].recorded = _recorded(out, len(tensors), structure["uses"])
     for new, inner in zip(out, keras.tree.flatten(structure["outputs"]), strict=True):
         _keep_keras_attributes(new, inner)
     return keras.tree.pack_sequence_as(structure["outputs"], out)
@@ -378,7 +385,67 @@ def _unique(xs) -> list[bool]:
     return first
 
 
-def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes, specials):
+class _Slots:
+    """How many more times each block input is passed, one per further use.
+
+    TensorFlow's tape sums all the gradients of a tensor in one ``AddN``, in
+    the order they arrive. A block input that several of the block's ops read
+    (BatchNormalization reads its input three times) gets one gradient per
+    use. Summed inside the block and then once more with the input's
+    gradients from outside it, they round differently from the plain model's
+    one sum: in ResNet V2, the residual's gradient and the next
+    BatchNormalization's three. So the block takes the input once more per
+    further use, and its backward returns one gradient per use, for the tape
+    to sum with the others.
+
+    Attributes:
+        extra: Per block input, how many more times it is passed.
+        recorded: Whether ``tf.custom_gradient`` took the further inputs (it
+            flattens its arguments after the forward ran); if not, the
+            backward sums each input's gradients itself.
+    """
+
+    def __init__(self, extra: list[int]):
+        self.extra = extra
+        self.recorded = False
+
+
+def _per_use_inputs(plan: replay.ReplayPlan, xs, uses: list) -> _Slots:
+    """Appends to ``uses`` each of ``xs`` once per further use in the block's backward."""
+    extra = []
+    for x, first, n in zip(xs, _unique(xs), replay.source_uses(plan.ops, xs), strict=True):
+        extra.append(max(n - 1, 0) if first else 0)
+        uses.extend([x] * extra[-1])
+    return _Slots(extra)
+
+
+def _recorded(out: list, n_inputs: int, uses: list) -> bool:
+    """Whether the op ``tf.custom_gradient`` recorded takes ``uses`` after the block's inputs."""
+    if not uses or not out or out[0].op.type != "IdentityN":
+        return False
+    start = len(out) + n_inputs
+    taken = list(out[0].op.inputs)[start : start + len(uses)]
+    return [t.name for t in taken] == [t.name for t in uses]
+
+
+def _split_uses(slots: _Slots, xs, per_use: list) -> tuple[list, list]:
+    """Each input's first gradient at its place, its others in its further slots."""
+    places, further = [], []
+    for grads, first, k in zip(per_use, _unique(xs), slots.extra, strict=True):
+        if not first:
+            places.append(None)  # a tensor passed twice gets its gradients at its first place
+            continue
+        if len(grads) > k + 1:  # more than source_uses counted: sum the rest
+            grads = grads[:k] + [replay.aggregate(grads[k:])]
+        grads = grads + [None] * (k + 1 - len(grads))
+        places.append(grads[0])
+        further += grads[1:]
+    return places, further
+
+
+def _replay_grad(
+    wrapper, state: GraphState, index: int, plan, xs, flat_out, scopes, specials, slots: _Slots
+):
     calls, custom, loops = specials
     graph = tf.compat.v1.get_default_graph()
 
@@ -413,11 +480,17 @@ def _replay_grad(wrapper, state: GraphState, index: int, plan, xs, flat_out, sco
             calls,
             custom,
             loops,
+            per_use=slots.recorded,
         )
+        further: list = []
+        if slots.recorded:
+            source_grads, further = _split_uses(slots, xs, source_grads)
         # blocks whose tensors are under a quarter of the largest cannot set the peak
-        results = [*source_grads, *var_grads]
+        results = [*source_grads, *further, *var_grads]
         order_backward(graph.get_operations()[start:], results, state.largest // 4)
-        state.finish(index, list(source_grads), list(var_grads))
+        state.finish(index, [*source_grads, *further], list(var_grads))
+        if slots.recorded:
+            return ([*source_grads, further], var_grads) if variables else [*source_grads, further]
         return _gradients(xs, source_grads, var_grads, variables)
 
     return grad

@@ -47,6 +47,8 @@ __all__ = [
     "variable_reads",
     "CONTROL_FLOW_OPS",
     "takes_variable_handles",
+    "source_uses",
+    "aggregate",
 ]
 
 #: Ops whose gradients need TensorFlow's own machinery (control flow, calls).
@@ -291,6 +293,21 @@ def unread_variables(ops: Sequence[tf.Operation], variables: Sequence) -> list[s
     ]
 
 
+def source_uses(ops: Sequence[tf.Operation], sources: Sequence[tf.Tensor]) -> list[int]:
+    """Per source, how many gradients :func:`replay_gradients` can give it at most.
+
+    One per input slot of a recorded op with a gradient function that takes
+    the source (``Multiply()([h, h])`` takes ``h`` twice).
+    """
+    counts: dict = {}
+    for op in ops:
+        if _gradient_fn(op) is None:
+            continue
+        for t in op.inputs:
+            counts[t.ref()] = counts.get(t.ref(), 0) + 1
+    return [counts.get(t.ref(), 0) for t in sources]
+
+
 def _differentiable(t: tf.Tensor) -> bool:
     return t.dtype.is_floating or t.dtype.is_complex
 
@@ -347,7 +364,7 @@ class _ReplayOp:
 _SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
-def _aggregate(grads: list):
+def aggregate(grads: list):
     """Sums gradients as TensorFlow's tape does (``AddN`` in arrival order)."""
     if not grads:
         return None
@@ -405,6 +422,7 @@ def replay_gradients(
     calls: Mapping[tf.Operation, calls_lib.CallPlan] | None = None,
     custom: Mapping[tf.Operation, custom_lib.CustomGradient] | None = None,
     loops: Mapping[tf.Operation, loops_lib.LoopPlan] | None = None,
+    per_use: bool = False,
 ) -> tuple[list, list]:
     """Builds the backward of recorded ops with TensorFlow's gradient functions.
 
@@ -437,9 +455,15 @@ def replay_gradients(
             :func:`kswap.layers.loops.prepare_loop`; their backward is
             TensorFlow's gradient loop, reading ``fetch``'s copies of the
             per-step values.
+        per_use: Return each source's gradients unsummed, as the list of one
+            gradient per use in arrival order (at most :func:`source_uses`
+            of them), so that the caller's tape sums them in one ``AddN``
+            with the source's gradients from outside the block, as it would
+            without kswap.
 
     Returns:
-        ``(source_grads, variable_grads)``, None where there is no gradient.
+        ``(source_grads, variable_grads)``, None where there is no gradient
+        (with ``per_use``, each source's entry is a list, maybe empty).
     """
     # the tape records no op without a gradient function (StopGradient...)
     ops = [op for op in ops if _gradient_fn(op) is not None]
@@ -459,6 +483,7 @@ def replay_gradients(
         if g is not None:
             grads.setdefault(t.ref(), []).append(g)
     stack = [op for op in ops if op not in missing]
+    sources_refs = {t.ref() for t in sources}
     done: set = set()
     reached = {t.ref() for t in sources} | keep
     while stack:
@@ -472,7 +497,7 @@ def replay_gradients(
             gs = grads.get(t.ref())
             if gs:
                 any_grad = True
-                out_grads.append(_aggregate(gs))
+                out_grads.append(aggregate(gs))
                 if t.ref() not in keep:
                     del grads[t.ref()]
             else:
@@ -521,16 +546,21 @@ def replay_gradients(
                 pending = grads.setdefault(ref, [])
                 pending.append(g)
                 size = t.shape.num_elements() or 0
-                if len(pending) > _EARLY_COUNT and len(pending) * size * 4 > _EARLY_BYTES:
-                    grads[ref] = [_aggregate(pending)]
+                if per_use and ref in sources_refs:
+                    pass  # the caller's tape sums these early, if it must
+                elif len(pending) > _EARLY_COUNT and len(pending) * size * 4 > _EARLY_BYTES:
+                    grads[ref] = [aggregate(pending)]
             usage[ref] -= 1
             if usage[ref] == 0 and ref in producer:
                 src = producer[ref]
                 missing[src] -= 1
                 if missing[src] == 0:
                     stack.insert(0, src)  # the tape queues ready ops first in, first out
-    source_grads = [_aggregate(grads.get(t.ref(), [])) for t in sources]
+    if per_use:
+        source_grads = [list(grads.get(t.ref(), [])) for t in sources]
+    else:
+        source_grads = [aggregate(grads.get(t.ref(), [])) for t in sources]
     variable_grads = [
-        _aggregate([g for r in reads for g in grads.get(r.ref(), [])]) for reads in variable_reads
+        aggregate([g for r in reads for g in grads.get(r.ref(), [])]) for reads in variable_reads
     ]
     return source_grads, variable_grads

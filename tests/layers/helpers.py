@@ -65,3 +65,12 @@ def onednn_enabled() -> bool:
     from tensorflow.python.util import _pywrap_util_port
 
     return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def cpu_has_amx() -> bool:
+    """Whether this machine's CPU has AMX tiles (Intel Sapphire Rapids and later, on Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " amx_tile" in line for line in f)
+    except OSError:
+        return False

@@ -2,8 +2,9 @@
 
 For one model of each kind (keras.applications EfficientNetB0 and
 MobileNetV3Small, a keras-hub GPT-2 backbone, an LSTM, Keras operations
-between layers, and tanh-approximated GELU in a model whose name sorts after
-``gradient_tape`` and on a sequence) the offloaded model is trained next to the plain one from
+between layers, ResNet V2's pre-activation residual blocks, and
+tanh-approximated GELU in a model whose name sorts after ``gradient_tape``
+and on a sequence) the offloaded model is trained next to the plain one from
 the same seed: the outputs on a batch with ``training=False``, the loss of
 each step and the weights after five steps must be equal bit for bit. Where
 they are not, the deviation must stay within what TensorFlow itself makes of
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 
 from tests.layers.exactness import Deviation, deviation, train
+from tests.layers.helpers import cpu_has_amx
 
 STEPS = 5
 VOCAB = 64
@@ -134,6 +136,35 @@ def squeeze_excite():
     return model
 
 
+def preact_residual():
+    """ResNet V2's pre-activation blocks: a block's output feeds the next Add and BN.
+
+    Without kswap the tape sums that tensor's four gradients in one ``AddN``:
+    the residual's, then the three of the BatchNormalization that reads it
+    (its product, mean and variance). kswap's BN block passes its input once
+    per use and returns one gradient per use, so that the sum is the same.
+    """
+    inp = keras.Input((8, 8, 8))
+    x = keras.layers.Conv2D(16, 3, padding="same", name="stem")(inp)
+    for i in range(3):
+        p = keras.layers.BatchNormalization(name=f"b{i}_preact_bn")(x)
+        p = keras.layers.Activation("relu", name=f"b{i}_preact_relu")(p)
+        h = keras.layers.Conv2D(16, 3, padding="same", name=f"b{i}_conv")(p)
+        x = keras.layers.Add(name=f"b{i}_add")([x, h])
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    out = keras.layers.Dense(5, name="out")(x)
+    model = keras.Model(inp, out, name="preact")
+    model.compile(
+        keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    return model
+
+
+def _small_maps(n):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 8, 8, 8), dtype=np.float32), rng.integers(0, 5, n)
+
+
 def _maps(n):
     rng = np.random.default_rng(0)
     return rng.random((n, 1, 1, 576), dtype=np.float32), rng.integers(0, 5, n)
@@ -183,6 +214,7 @@ MODELS = {
     "gelu_late_name": (gelu_late_name, _vectors, 32),
     "gelu_tokens": (gelu_tokens, _token_vectors, 4),
     "squeeze_excite": (squeeze_excite, _maps, 8),
+    "preact_residual": (preact_residual, _small_maps, 8),
     "squeeze_excite_mul_only": (squeeze_excite, _maps, 8),
 }
 
@@ -194,7 +226,13 @@ POLICIES = {"squeeze_excite_mul_only": ["mul"]}
 #: Models trained from a ``tf.data`` pipeline as well (an unknown batch dimension:
 #: kswap's gradients then read dynamic shapes, which TensorFlow's constant folding
 #: and arithmetic optimizer handle differently from static ones).
-DATASETS = {"gpt2", "gelu_tokens", "squeeze_excite", "squeeze_excite_mul_only"}
+DATASETS = {
+    "gpt2",
+    "gelu_tokens",
+    "squeeze_excite",
+    "squeeze_excite_mul_only",
+    "preact_residual",
+}
 
 #: Measured gaps (name -> reason), each a strict xfail. On each the remapper switch changes
 #: nothing (every deviation 0), so the bound is zero.
@@ -207,6 +245,17 @@ GAPS: dict[str, str] = {
 }
 
 
+#: Gaps measured on CPUs with AMX only (name -> reason), each a strict xfail there.
+AMX_GAPS: dict[str, str] = {
+    "squeeze_excite": (
+        "on a CPU with AMX, weights 1.6e-8 apart after 5 SGD steps (with numpy arrays the "
+        "first step's gamma gradient of `bn` differs in the last bit) while the remapper "
+        "switch changes nothing; the ops Grappler leaves and the ops that run are the plain "
+        "model's. Without kswap's control edges inside the block's backward, the numpy "
+        "variant is bit-identical there but the tf.data one still differs"
+    ),
+}
+
 #: Models whose three trainings take seconds each (tracing their training step).
 SLOW = {"efficientnet_b0", "mobilenet_v3_small", "gpt2"}
 
@@ -215,6 +264,8 @@ def _params():
     for name in MODELS:
         for dataset in (False, True) if name in DATASETS else (False,):
             marks = [pytest.mark.xfail(strict=True, reason=GAPS[name])] if name in GAPS else []
+            if name in AMX_GAPS and cpu_has_amx():
+                marks.append(pytest.mark.xfail(strict=True, reason=AMX_GAPS[name]))
             marks += [pytest.mark.slow] if name in SLOW else []
             case = name + ("-dataset" if dataset else "")
             yield pytest.param(name, dataset, marks=marks, id=case)
