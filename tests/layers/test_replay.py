@@ -39,3 +39,37 @@ def test_scopes_are_the_tapes_and_backward_ops_are_named_after_them():
     assert scopes[raw] == "blk"
     # sums of several gradients are made at the root, like the tape's
     assert all(name.startswith("AddN") for name in seen["grads"]), seen["grads"]
+
+
+def test_a_block_input_read_three_times_gets_three_gradients_for_the_tape_to_sum():
+    import keras
+    import numpy as np
+
+    from kswap.layers import Offload
+    from kswap.layers.replay import source_uses
+
+    bn = keras.layers.BatchNormalization()
+    block = Offload(bn)
+    x = tf.constant(np.random.default_rng(0).random((8, 4, 4, 16)), tf.float32)
+    seen = {}
+
+    @tf.function
+    def grads(x, offload):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = block(x, training=True) if offload else bn(x, training=True)
+            # the residual's gradient comes first, as in ResNet V2
+            loss = tf.reduce_sum(tf.sin(y + x))
+        if offload:
+            seen["inputs"] = len(y.op.inputs)
+        return tape.gradient(loss, x)
+
+    plain = grads(x, False).numpy()
+    offloaded = grads(x, True).numpy()
+    np.testing.assert_array_equal(offloaded, plain)
+    # one output, the input, two more uses of it, gamma and beta
+    assert seen["inputs"] == 1 + 1 + 2 + 2
+    with tf.Graph().as_default():
+        t = tf.compat.v1.placeholder(tf.float32, [None, 3])
+        ops = [t * 2.0, tf.raw_ops.Mul(x=t, y=t)]
+        assert source_uses([o.op for o in ops], [t]) == [3]
