@@ -558,6 +558,13 @@ def plot(rows: list[dict], path: str, batch: int, emulated: bool) -> None:
 # ------------------------------------------------------------------ main
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (exit code 2)."""
+
+    def error(self, message: str):
+        _fail(message)
+
+
 def _fail(message: str) -> None:
     print(f"compare.py: error: {message}", file=sys.stderr)
     sys.exit(2)
@@ -565,8 +572,10 @@ def _fail(message: str) -> None:
 
 def parse_args(argv=None):
     """The command line; bad values end the program with one line and exit code 2."""
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    p = _Parser(
+        prog="compare.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--models", default="MobileNetV2,ResNet50,GPT2", help=", ".join(MODELS))
     p.add_argument("--methods", default=",".join(METHODS), help=", ".join(METHODS))
@@ -584,12 +593,7 @@ def parse_args(argv=None):
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     p.add_argument("--plan", help=argparse.SUPPRESS)
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            sys.exit(2)
-        raise
+    args = p.parse_args(argv)
     if args.worker:
         return args
     if args.quick and "--models" not in (argv if argv is not None else sys.argv):
