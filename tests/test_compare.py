@@ -2,27 +2,18 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.scripts import ROOT, run_script
+
 SCRIPT = os.path.join(ROOT, "benchmarks", "compare.py")
 #: One of each kind: kswap, a peer that fails on the TF backend, the batch scan.
 METHODS = ["baseline", "kswap-all", "remat-full", "recompute-grad", "mixed", "same-peak"]
 
 
-def _run(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, SCRIPT, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=timeout,
-    )
+def _run(*args: str, timeout: float):
+    return run_script(SCRIPT, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,11 @@
 """benchmarks/gpu.sh's driver, in its dry run: every stage's section, figures labelled."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.scripts import ROOT, run_script
+
 DRIVER = os.path.join(ROOT, "benchmarks", "gpu_run.py")
 SECTIONS = (
     "#### Device",
@@ -18,16 +17,8 @@ SECTIONS = (
 )
 
 
-def _run(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, DRIVER, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=timeout,
-    )
+def _run(*args: str, timeout: float):
+    return run_script(DRIVER, *args, timeout=timeout)
 
 
 @pytest.mark.slow
