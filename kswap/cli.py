@@ -192,8 +192,7 @@ def _measure(args, logdir=None):
     x, y = synthetic_data(model, args.batch)
     batches = _data.make_batches(x, y, args.batch, 2 * steps + 1)
     _check_allocator()
-    _log(f"warm-up step, {steps} timed steps, {steps} profiled steps")
-    return model, measure_batches(model, batches, steps, logdir)
+    return model, measure_batches(model, batches, steps, logdir, progress=_log)
 
 
 def _profile(args) -> int:

@@ -81,3 +81,19 @@ def test_loads_after_import_keras_then_kswap(saved):
         "print(type(keras.models.load_model(sys.argv[1]).get_layer('d')).__name__)"
     )
     assert _last_line(code, saved) == "Offload"
+
+
+def test_without_kswap_keras_s_error_shows_kswap_s_module(saved):
+    # what docs/offloading.md tells users to look for: kswap is not imported,
+    # so the message is Keras's, and the only hint is the printed config
+    code = (
+        "import sys, keras\n"
+        "try:\n"
+        "    keras.models.load_model(sys.argv[1])\n"
+        "    print('loaded')\n"
+        "except TypeError as e:\n"
+        "    m = ' '.join(str(e).split())\n"
+        "    print('could not be deserialized properly' in m, "
+        "\"'module': 'kswap.layers.offload', 'class_name': 'Offload'\" in m)"
+    )
+    assert _last_line(code, saved) == "True True"

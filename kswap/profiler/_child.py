@@ -26,7 +26,7 @@ def _run(job: dict) -> dict:
     import keras
 
     from kswap.optimizer_state import place_optimizer_state
-    from kswap.profiler.measure import measure_batches
+    from kswap.profiler.measure import _Progress, measure_batches
     from kswap.profiler.profile import _check_allocator
 
     model = keras.models.load_model(job["model"])
@@ -36,7 +36,11 @@ def _run(job: dict) -> dict:
         batches = pickle.load(f)
     _check_allocator()
     result = measure_batches(
-        model, batches, int(job["steps"]), static_batch=bool(job["static_batch"])
+        model,
+        batches,
+        int(job["steps"]),
+        static_batch=bool(job["static_batch"]),
+        progress=_Progress(bool(job.get("verbose", False))),
     )
     return {"measurement": result.to_dict()}
 

@@ -20,6 +20,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -76,6 +78,7 @@ def measure(
     steps: int = 3,
     batch_size: int | None = None,
     isolate: bool = False,
+    verbose: int = 1,
 ) -> Measurement:
     """Measures device memory and step time of a compiled model's training.
 
@@ -100,6 +103,9 @@ def measure(
         steps: Timed steps and profiled steps (>= 1 each).
         batch_size: Samples per step; ``min(32, len(x))`` if None.
         isolate: Measure in a fresh process.
+        verbose: 1 (default) prints a line on stderr as each stage starts
+            (saving, the fresh process, warm-up, timed and profiled steps) and
+            the time it all took; 0 prints nothing.
 
     Returns:
         A :class:`Measurement`.
@@ -115,26 +121,61 @@ def measure(
     steps = _data.check_steps(steps)
     if not isinstance(isolate, bool):
         raise ValueError(f"`isolate` must be True or False. Received: isolate={isolate!r}")
+    if verbose not in (0, 1) or isinstance(verbose, float):
+        raise ValueError(f"`verbose` must be 0 or 1. Received: verbose={verbose!r}")
     batches = _data.make_batches(x, y, batch_size, 2 * steps + 1)
     static_batch = _data.static_batch(x)
+    progress = _Progress(bool(verbose))
     if isolate:
-        return _measure_in_subprocess(model, batches, steps, static_batch)
-    _check_allocator()
-    with preserved_state(model, batches[0]):
-        return measure_batches(model, batches, steps, static_batch=static_batch)
+        result = _measure_in_subprocess(model, batches, steps, static_batch, progress)
+    else:
+        _check_allocator()
+        with preserved_state(model, batches[0]):
+            result = measure_batches(
+                model, batches, steps, static_batch=static_batch, progress=progress
+            )
+    progress.done()
+    return result
+
+
+class _Progress:
+    """``kswap.measure``'s progress lines on stderr: one per stage, then the total time."""
+
+    PREFIX = "[kswap] measure: "
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(f"{self.PREFIX}{message}", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        self(f"done in {time.perf_counter() - self.start:.1f} s")
 
 
 def measure_batches(
-    model, batches, steps: int, logdir=None, *, static_batch: bool = False
+    model,
+    batches,
+    steps: int,
+    logdir=None,
+    *,
+    static_batch: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Measures with ready batches: warm-up, ``steps`` timed, ``steps`` profiled.
 
     ``batches`` holds ``2 * steps + 1`` batches: the warm-up's, the timed
-    steps', the profiled steps'.
+    steps', the profiled steps'. ``progress`` gets a line as each stage starts.
     """
+    say = progress or (lambda message: None)
     fit = FitSteps(model, batches, static_batch=static_batch)
+    say("warm-up step (traces the training step)")
     fit.warm_up(0)
+    say(f"{steps} timed step{'s' * (steps > 1)}")
     seconds = [fit.run(i) for i in range(1, steps + 1)]
+    say(f"{steps} profiled step{'s' * (steps > 1)}")
     trace = _profile(fit, range(steps + 1, 2 * steps + 1), logdir)
     return Measurement(
         device_peak_bytes=trace.peak_bytes("device"),
@@ -182,8 +223,25 @@ def _child_failure(proc: subprocess.CompletedProcess, out_path: str) -> str:
     return f"{how}: {' | '.join(last)}" if last else how
 
 
-def _measure_in_subprocess(model, batches, steps: int, static_batch: bool) -> Measurement:
+def _run_child(cmd: list[str], progress: _Progress) -> subprocess.CompletedProcess:
+    """Runs the fresh process; passes its progress lines on as they come."""
+    lines = []
+    with subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as child:
+        for line in child.stderr:
+            if line.startswith(_Progress.PREFIX):
+                progress(line[len(_Progress.PREFIX) :].rstrip("\n"))
+            else:
+                lines.append(line)
+    return subprocess.CompletedProcess(cmd, child.returncode, "", "".join(lines))
+
+
+def _measure_in_subprocess(
+    model, batches, steps: int, static_batch: bool, progress: _Progress
+) -> Measurement:
     with tempfile.TemporaryDirectory(prefix="kswap-measure-") as tmp:
+        progress("saving the model and the data for a fresh process")
         model_path = os.path.join(tmp, "model.keras")
         data_path = os.path.join(tmp, "batches.pkl")
         out_path = os.path.join(tmp, "out.json")
@@ -206,11 +264,13 @@ def _measure_in_subprocess(model, batches, steps: int, static_batch: bool) -> Me
             "modules": modules,
             "sys_path": list(sys.path),
             "static_batch": static_batch,
+            "verbose": progress.enabled,
         }
         with open(job_path, "w") as f:
             json.dump(job, f)
         cmd = [sys.executable, "-m", "kswap.profiler._child", job_path]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        progress("starting a fresh process (imports TensorFlow, loads the model)")
+        proc = _run_child(cmd, progress)
         if proc.returncode != 0:
             why = _child_failure(proc, out_path)
             raise RuntimeError(f"Measuring in a fresh process failed: {why}")

@@ -478,12 +478,40 @@ def _load_rows(cls: type, payload: dict, fields_key: str, rows_key: str) -> tupl
                 f"{len(fields)} values. Received: {type(row).__name__}"
                 + (f" of {len(row)}" if isinstance(row, list) else "")
             )
+        values = dict(zip(fields, row, strict=True))
+        for name, value in values.items():
+            expected = _FIELD_TYPES[cls][name]
+            if not (value is None and expected[1]) and not _is_type(value, expected[0]):
+                kind = {int: "an integer", str: "text", bool: "true or false"}[expected[0]]
+                raise ValueError(
+                    f"Not a valid kswap trace: {rows_key}[{i}]: `{name}` must be {kind}"
+                    f"{' or null' if expected[1] else ''}. Received: {name}={value!r}"
+                )
         try:
-            out.append(cls(**dict(zip(fields, row, strict=True))))
+            out.append(cls(**values))
         except (TypeError, ValueError) as error:
             message = " ".join(str(error).split())
             raise ValueError(f"Not a valid kswap trace: {rows_key}[{i}]: {message}") from None
     return tuple(out)
+
+
+def _field_types(cls: type) -> dict[str, tuple[type, bool]]:
+    """Each field's type and whether it may be None, from ``int | None``-style annotations."""
+    builtins = {"int": int, "str": str, "bool": bool}
+    out = {}
+    for f in dataclasses.fields(cls):
+        parts = [p.strip() for p in str(f.type).split("|")]
+        out[f.name] = (builtins[parts[0]], "None" in parts)
+    return out
+
+
+def _is_type(value: Any, expected: type) -> bool:
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+_FIELD_TYPES = {cls: _field_types(cls) for cls in (Allocation, OpInterval)}
 
 
 def _layer_key(b: Allocation) -> str:

@@ -143,10 +143,13 @@ class XSpaceEvents:
 # --- protobuf wire format --------------------------------------------------------
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _varint(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
     result = 0
     shift = 0
+    end = len(buf) if end is None else end
     while True:
+        if pos >= end:
+            raise ValueError(f"Not a valid XSpace: a number is cut off at byte {pos}.")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -164,22 +167,23 @@ def _fields(buf: bytes, start: int = 0, end: int | None = None) -> Iterator[tupl
     pos = start
     end = len(buf) if end is None else end
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            value = (pos, pos + length)
+            value, pos = _varint(buf, pos, end)
+        elif wire in (1, 2, 5):
+            if wire == 2:
+                length, pos = _varint(buf, pos, end)
+            else:
+                length = 8 if wire == 1 else 4
+            if pos + length > end:
+                raise ValueError(
+                    f"Not a valid XSpace: field {field} at byte {pos} runs past its end."
+                )
+            value = (pos, pos + length) if wire == 2 else buf[pos : pos + length]
             pos += length
-        elif wire == 1:
-            value = buf[pos : pos + 8]
-            pos += 8
-        elif wire == 5:
-            value = buf[pos : pos + 4]
-            pos += 4
         else:
-            raise ValueError(f"Unsupported protobuf wire type {wire} in XSpace.")
+            raise ValueError(f"Not a valid XSpace: unsupported protobuf wire type {wire}.")
         yield field, wire, value
 
 
@@ -326,6 +330,9 @@ def read_xspace(source: str | os.PathLike | bytes) -> XSpaceEvents:
         The allocator events sorted by time, the step markers sorted by step,
         and the ops sorted by start time (the host's and, where there is a
         GPU, its kernels and copies).
+
+    Raises:
+        ValueError: (one line) the bytes are not a well-formed XSpace.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         buf = bytes(source)
@@ -336,11 +343,17 @@ def read_xspace(source: str | os.PathLike | bytes) -> XSpaceEvents:
     steps: list[StepMarker] = []
     ops: list[OpEvent] = []
     hostname = None
-    for field, _, value in _fields(buf):
-        if field == 1:
-            _plane(buf, value, events, steps, ops)
-        elif field == 4 and hostname is None:
-            hostname = _text(buf, value)
+    try:
+        for field, _, value in _fields(buf):
+            if field == 1:
+                _plane(buf, value, events, steps, ops)
+            elif field == 4 and hostname is None:
+                hostname = _text(buf, value)
+    except (TypeError, IndexError, KeyError, struct.error) as error:
+        # a field of the wrong wire type: these bytes are not an XSpace kswap can read
+        raise ValueError(
+            f"Not a valid XSpace: {type(error).__name__}: {' '.join(str(error).split())}"
+        ) from None
     events.sort(key=lambda e: e.time_ps)
     steps.sort(key=lambda s: s.step)
     ops.sort(key=lambda o: (o.start_ps, o.end_ps))

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import kswap
@@ -25,17 +26,40 @@ def test_measure_fields():
     }
 
 
-def test_isolated_measurement_ignores_other_tensors_of_this_process():
+def _progress_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("[kswap] measure: ")]
+
+
+def test_isolated_measurement_ignores_other_tensors_of_this_process(capsys):
     model = chain(name="iso")
     x, y = data(model)
     other = tf.ones((16, 1024, 1024))  # 64 MiB another model could be holding
-    here = kswap.measure(model, x, y, steps=1, batch_size=32)
+    here = kswap.measure(model, x, y, steps=1, batch_size=32, verbose=0)
+    assert _progress_lines(capsys.readouterr().err) == []
     there = kswap.measure(model, x, y, steps=1, batch_size=32, isolate=True)
+    # each stage is announced as it starts, the fresh process's own included
+    stages = [line.split(": ", 1)[1] for line in _progress_lines(capsys.readouterr().err)]
+    assert stages[:-1] == [
+        "saving the model and the data for a fresh process",
+        "starting a fresh process (imports TensorFlow, loads the model)",
+        "warm-up step (traces the training step)",
+        "1 timed step",
+        "1 profiled step",
+    ]
+    assert stages[-1].startswith("done in ") and stages[-1].endswith(" s")
     assert there.trace is None and there.emulated and there.step_peak_bytes > 0
     assert here.device_peak_bytes >= other.numpy().nbytes
     # the fresh process does not see the 64 MiB (half of it is margin for the
     # allocator's rounding, far above this small model's own variation)
     assert there.device_peak_bytes < here.device_peak_bytes - other.numpy().nbytes // 2
+
+
+def test_verbose_is_checked():
+    model = chain(name="verbose")
+    x, y = data(model)
+    for bad in (2, -1, 0.5, "yes"):
+        with pytest.raises(ValueError, match=r"`verbose` must be 0 or 1\. Received: verbose="):
+            kswap.measure(model, x, y, steps=1, verbose=bad)
 
 
 def test_step_peak_scales_with_batch_when_activations_dominate():
