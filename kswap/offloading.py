@@ -144,12 +144,8 @@ def _selector(policy, model) -> Callable[[keras.layers.Layer], bool]:
         if policy == "conv":
             producers = _conv_producers(model)
             return lambda layer: isinstance(layer, CONV_LAYERS) or id(layer) in producers
-        if policy == "auto":
-            raise ValueError(
-                "`policy='auto'` chooses what to offload from profiler traces under a "
-                "memory budget; that planner (kswap.AutoTune) is not available in this "
-                "version. Use policy='all', 'conv', a list of layer names or a callable."
-            )
+        if policy == "auto":  # every layer; kswap.AutoTune chooses the actions
+            return lambda layer: True
         raise ValueError(
             f"`policy` must be one of {POLICIES}, a list of layer names or a callable "
             f"layer -> bool. Received: policy={policy!r}"
@@ -236,8 +232,11 @@ def OffloadingModel(  # noqa: N802
             callable ``layer -> bool``. A :class:`kswap.planning.Plan`, or a
             mapping from layer names to actions (``{"c1": "recompute",
             "c2": "swap:0"}``, see :class:`kswap.layers.Offload`), wraps
-            the layers it names with their actions. ``"auto"`` is reserved
-            for the budget planner.
+            the layers it names with their actions. ``"auto"`` wraps every
+            layer, as ``"all"``, and leaves the choice of the actions to
+            :class:`kswap.AutoTune`: given the batch size, it starts ``fit``
+            from the static plan (:func:`kswap.plan`); until it has planned
+            (or without it) every block is swapped, the safe start.
         prefetch: How many blocks ahead the backward brings tensors back
             (default 1: copies overlap the next block's backward). 0 brings a
             block's tensors back only once its own backward can start and the
@@ -280,6 +279,8 @@ def OffloadingModel(  # noqa: N802
         return Offload(layer, prefetch=prefetch, action=action)
 
     new = _transform(model, wrap)
+    #: read by kswap.AutoTune: the actions are its to choose, from the start
+    new._kswap_policy = policy if isinstance(policy, str) else None
     _compile_like(new, model)
     _place_state(new, model, optimizer_state)
     return new

@@ -62,6 +62,7 @@ from kswap.planning import (
     smallest_budget,
 )
 from kswap.planning.budget import Budget, format_bytes
+from kswap.planning.devices import Device, as_device
 from kswap.planning.link import as_link
 from kswap.profiler.profile import new_xplane, read_trace, xplane_files
 from kswap.trace import STEP_MARKER, Trace
@@ -116,6 +117,18 @@ class AutoTune(keras.callbacks.Callback):
             round's scalars, plan and device memory image
             (:mod:`kswap.tuning.report`); None: a temporary directory, no report.
         verbose: 0 silent, 1 one line per round, 2 also the plan's table.
+        batch_size: The samples per step ``fit`` runs (the callback does not
+            see them). With it, before the first step, the static estimate
+            (:func:`kswap.plan`) refuses a budget no plan meets, naming the
+            smallest feasible one, and a model made with
+            ``OffloadingModel(model, policy="auto")`` starts from the static
+            plan. Without it, a budget is checked against the weights and
+            their gradients only, and ``policy="auto"`` starts with every
+            block swapped.
+        device: The device preset the static estimate times ops with
+            (:class:`~kswap.planning.Device` or ``"k40"``, ``"v100"``,
+            ``"a100"``, ``"h100"``, ``"h200"``, ``"cpu"``). None: ``"cpu"``
+            without a GPU; the preset the GPU's name contains; else ``"a100"``.
     """
 
     def __init__(
@@ -129,6 +142,8 @@ class AutoTune(keras.callbacks.Callback):
         max_rounds: int = 3,
         logdir: str | None = None,
         verbose: int = 1,
+        batch_size: int | None = None,
+        device: Device | str | None = None,
     ):
         super().__init__()
         self.budget = None if budget is None else parse_budget(budget)
@@ -147,6 +162,10 @@ class AutoTune(keras.callbacks.Callback):
         if verbose not in (0, 1, 2):
             raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={verbose!r}")
         self.verbose = verbose
+        self.batch_size = None if batch_size is None else _count("batch_size", batch_size, 1)
+        self.device = None if device is None else as_device(device)
+        #: The static plan ``fit`` started from (``policy="auto"`` with ``batch_size``).
+        self.static_plan: Plan | None = None
         self.rounds: list[Round] = []
         self.workload = None
         self.done = False
@@ -200,7 +219,56 @@ class AutoTune(keras.callbacks.Callback):
                 "memory, whatever is swapped or recomputed. The smallest feasible budget is "
                 f"above that. Received: budget={self.budget}"
             )
+        if self.batch_size is not None:
+            self._static_start()
+        elif getattr(self.model, "_kswap_policy", None) == "auto" and self.verbose:
+            print(
+                "AutoTune: policy='auto' starts with every block swapped until the first "
+                "plan (pass batch_size= to start from the static plan)"
+            )
         self._next_start = self.warmup_steps
+
+    def _static_start(self) -> None:
+        """Before the first step: the static plan, or the refusal of a budget none meets."""
+        from kswap.estimate.plan import static_plan
+
+        device = self.device or _device_preset()
+        try:
+            result = static_plan(
+                self.model,
+                self.batch_size,
+                self._budget,
+                link=self.link,
+                device=device,
+                strategy=self.strategy,
+            )
+        except ValueError as error:
+            message = " ".join(str(error).split())
+            raise ValueError(
+                f"kswap.AutoTune: by the static estimate at batch_size={self.batch_size}, "
+                f"{message[0].lower()}{message[1:]} Received: budget={self.budget}"
+            ) from None
+        if getattr(self.model, "_kswap_policy", None) != "auto":
+            return
+        try:
+            apply_plan(self.model, result.plan)
+        except ValueError as error:  # a block the estimate names that is not wrapped
+            warnings.warn(
+                f"kswap.AutoTune cannot start from the static plan ({error}); every block "
+                "stays swapped until the first plan.",
+                stacklevel=2,
+            )
+            return
+        self.model.make_train_function(force=True)
+        self.static_plan = result.plan
+        if self.verbose:
+            counts = ", ".join(f"{n} {k}" for k, n in result.plan.counts().items())
+            print(
+                f"AutoTune: starts from the static plan for batch {self.batch_size} on "
+                f"{device.name}: {counts}; estimated peak "
+                f"{format_bytes(result.plan.predicted_peak_bytes)} of "
+                f"{format_bytes(result.plan.budget_bytes or 0)}"
+            )
 
     def on_train_batch_begin(self, batch, logs=None):
         step, self._step = self._step, self._step + 1
@@ -441,6 +509,18 @@ def _floor_bytes(model) -> int:
 
     state = state_bytes(model)
     return state.weight_bytes + state.gradient_bytes
+
+
+def _device_preset() -> Device:
+    """The preset the static estimate uses: ``cpu`` without a GPU, else the GPU's own."""
+    if not transfer.has_gpu():
+        return as_device("cpu")
+    gpu = tf.config.list_physical_devices("GPU")[0]
+    name = str(tf.config.experimental.get_device_details(gpu).get("device_name", "")).lower()
+    for preset in ("h200", "h100", "a100", "v100", "k40"):
+        if preset in name:
+            return as_device(preset)
+    return as_device("a100")
 
 
 def _device_capacity() -> Budget | None:

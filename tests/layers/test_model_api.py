@@ -149,7 +149,6 @@ def test_jit_compile_true_is_refused():
         (dict(policy="everything"), r"`policy` must be one of .* Received: policy='everything'"),
         (dict(policy=3), r"`policy` must be .* Received: policy=3 of type int"),
         (dict(policy=["c1", "nope"]), r"names layers the model does not have: \['nope'\]"),
-        (dict(policy="auto"), "not available in this version"),
         (dict(prefetch=-1), r"`prefetch` must be an integer >= 0. Received: prefetch=-1"),
         (dict(prefetch=1.5), r"Received: prefetch=1.5"),
     ],

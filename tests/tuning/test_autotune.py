@@ -59,6 +59,8 @@ def _data(n=BATCH * STEPS):
         ({"max_rounds": 1.5}, r"`max_rounds` must be an integer >= 1. Received: max_rounds=1.5"),
         ({"verbose": 3}, r"`verbose` must be 0, 1 or 2. Received: verbose=3"),
         ({"logdir": 3}, r"`logdir` must be a path or None. Received: logdir=3"),
+        ({"batch_size": 0}, r"`batch_size` must be an integer >= 1. Received: batch_size=0"),
+        ({"device": "tpu9"}, r"device.*'tpu9'"),
     ],
 )
 def test_bad_arguments_are_refused_in_init(kwargs, match):
@@ -94,6 +96,42 @@ def test_a_byte_budget_under_the_weights_and_gradients_is_refused_before_the_fir
     for a, w in zip(before, off.weights, strict=True):
         np.testing.assert_array_equal(w.numpy(), a)
     assert off.optimizer.iterations.numpy() == 0
+
+
+def test_with_the_batch_size_a_fraction_no_plan_meets_is_refused_before_the_first_step():
+    off = kswap.OffloadingModel(_model())
+    before = [w.numpy().copy() for w in off.weights]
+    actions = current_actions(off)
+    tune = AutoTune(0.01, batch_size=BATCH, verbose=0)
+    with pytest.raises(
+        ValueError,
+        match=r"kswap.AutoTune: by the static estimate at batch_size=2048, no plan meets "
+        r"budget=.*The smallest feasible budget is .* of the baseline peak.*Received: budget=",
+    ):
+        off.fit(*_data(), batch_size=BATCH, callbacks=[tune], verbose=0)
+    for a, w in zip(before, off.weights, strict=True):
+        np.testing.assert_array_equal(w.numpy(), a)
+    assert off.optimizer.iterations.numpy() == 0 and current_actions(off) == actions
+
+
+def test_policy_auto_starts_from_the_static_plan(capsys):
+    off = kswap.OffloadingModel(_model(), policy="auto")
+    # every layer wrapped, every block swapped: the safe start
+    assert set(current_actions(off)) == {layer.name for layer in _model().layers[1:]}
+    assert {str(a) for a in current_actions(off).values()} == {"swap"}
+    tune = AutoTune(0.6, batch_size=BATCH, profile_steps=1, link="pcie4")
+    # one step: the static plan is applied before it, and fit ends before a round
+    off.fit(*_data(BATCH), batch_size=BATCH, callbacks=[tune], verbose=0)
+    plan = tune.static_plan
+    assert plan is not None and plan.fits
+    assert current_actions(off) == dict(zip(plan.blocks, plan.actions, strict=True))
+    assert "starts from the static plan for batch 2048 on cpu" in capsys.readouterr().out
+    # 'all' is the user's choice: the static plan only checks the budget
+    off_all = kswap.OffloadingModel(_model())
+    tune = AutoTune(0.6, batch_size=BATCH, profile_steps=1, link="pcie4", verbose=0)
+    off_all.fit(*_data(BATCH), batch_size=BATCH, callbacks=[tune], verbose=0)
+    assert tune.static_plan is None
+    assert {str(a) for a in current_actions(off_all).values()} == {"swap"}
 
 
 def test_without_a_budget_or_a_known_capacity_it_says_so_and_changes_nothing(monkeypatch):
