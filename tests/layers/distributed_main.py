@@ -63,7 +63,40 @@ def main(argv):
         }
     if mode == "mirrored":
         results["host_state_errors"] = _host_state_errors(strategy, build, compile_, kswap)
+        results["autotune"] = _autotune(strategy, build, compile_, data, kswap, keras, np)
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, **results}))
+
+
+def _autotune(strategy, build, compile_, data, kswap, keras, np):
+    """Plain against kswap.AutoTune in ``fit`` under the strategy: 12 steps, enough for a round."""
+    out = {}
+    for name in ("plain", "tuned"):
+        with strategy.scope():
+            model = compile_(build("residual"), optimizer="sgd")
+            if name == "tuned":
+                model = kswap.OffloadingModel(model)
+        x, y = data(model, 32)
+        # a byte budget: a fraction's baseline is of both replicas here, see the test
+        tune = kswap.AutoTune("1GiB", profile_steps=1, link="pcie4", verbose=0)
+        keras.utils.set_random_seed(3)
+        history = model.fit(
+            x,
+            y,
+            batch_size=GLOBAL_BATCH,
+            epochs=3,
+            shuffle=False,
+            verbose=0,
+            callbacks=[tune] if name == "tuned" else [],
+        )
+        out[name] = {
+            "loss": history.history["loss"],
+            "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
+        }
+        if name == "tuned":
+            out["rounds"] = len(tune.rounds)
+            out["start_peak_bytes"] = tune.start_peak_bytes
+            out["measured"] = [r.measured_peak_bytes for r in tune.rounds]
+    return out
 
 
 def _host_state_errors(strategy, build, compile_, kswap):
