@@ -6,17 +6,21 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-__all__ = ["ROOT", "run_script"]
+__all__ = ["ROOT", "run_script", "script_env"]
+
+
+def script_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a fresh one: the project importable, TensorFlow quiet."""
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, **extra)
 
 
 def run_script(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
     """Runs ``script`` with ``args`` from the project's root, TensorFlow's logs quiet."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     return subprocess.run(
         [sys.executable, script, *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=script_env(),
         cwd=ROOT,
         timeout=timeout,
     )

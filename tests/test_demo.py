@@ -12,9 +12,9 @@ from kswap import cli
 from kswap.demo.chart import LABELS
 from kswap.demo.runner import OUTPUTS, RUNS
 from kswap.tuning.report import MEASURED_SCALARS, PLAN_SCALARS
+from tests.scripts import ROOT, script_env
 from tests.tensorboard import get, get_bytes, memory_profile_peaks, tensorboard
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -37,7 +37,7 @@ def demo(tmp_path_factory):
     """Runs ``kswap demo`` on :func:`small` in a fresh process; its output and directory."""
     out = tmp_path_factory.mktemp("demo") / "demo"
     args = ["--model", "tests.test_demo:small", "--input", "64,64,3", "--batch", "16"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env = script_env()
     proc = subprocess.run(
         [sys.executable, "-m", "kswap", "demo", *args, "--steps", "3", "--out", str(out)],
         capture_output=True,

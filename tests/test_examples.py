@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from kswap.planning import Plan
+from tests.scripts import ROOT, script_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 GIB = 2**30
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 def run(name: str, *args: str, cwd) -> str:
     """Runs ``examples/<name>.py`` with ``args`` in ``cwd``; its standard output."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env = script_env()
     proc = subprocess.run(
         [sys.executable, os.path.join(EXAMPLES, f"{name}.py"), *args],
         capture_output=True,

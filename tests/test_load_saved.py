@@ -10,7 +10,6 @@ other order is checked too.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -18,8 +17,7 @@ import keras
 import pytest
 
 import kswap
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.scripts import script_env
 
 LOAD = """
 import json, sys
@@ -50,7 +48,7 @@ def saved(tmp_path_factory):
 
 def _last_line(code: str, path) -> str:
     """Runs ``code`` in a fresh process with ``path`` as its argument; its last line."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env = script_env()
     proc = subprocess.run(
         [sys.executable, "-c", code, str(path)],
         capture_output=True,

@@ -1,18 +1,17 @@
 """kswap under tf.distribute: the same losses as without it."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.scripts import ROOT, script_env
 
 
 def _run(args, **kw):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env = script_env()
     return subprocess.Popen(
         [sys.executable, "-m", "tests.layers.distributed_main", *args],
         stdout=subprocess.PIPE,

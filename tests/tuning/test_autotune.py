@@ -1,7 +1,6 @@
 """kswap.AutoTune: arguments, refusals, and the closed loop inside fit."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -12,8 +11,7 @@ import tensorflow as tf
 
 import kswap
 from kswap.tuning import AutoTune, current_actions
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.scripts import ROOT, script_env
 
 STEPS = 8
 WIDTH = 128
@@ -150,7 +148,7 @@ def run_main(*args: str) -> dict:
     A fresh process: TensorFlow's CPU allocator is chosen before it starts,
     and the device peak of this one counts other tests' tensors.
     """
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env = script_env()
     proc = subprocess.run(
         [sys.executable, "-m", "tests.tuning.autotune_main", *args],
         capture_output=True,
