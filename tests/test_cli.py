@@ -255,7 +255,7 @@ def test_pack_command_errors(capsys, tmp_path):
             "buffers[0] must be a list of 3 values. Received: list of 2",
         ),
         (b"\xff\xfe\x00", "Not a kswap trace: the file is not text"),
-        (None, "(No such file or directory)"),
+        (None, "Not a kswap trace: there is no file"),
         ("DIR", "(Is a directory)"),
     ],
 )

@@ -29,6 +29,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from kswap._json import load_document, require
+
 __all__ = [
     "Allocation",
     "OpInterval",
@@ -391,40 +393,18 @@ class Trace:
     def from_json(cls, source: str | os.PathLike) -> Trace:
         """Loads a trace from JSON text or from the path of a JSON file.
 
+        Text is taken as a path when it does not start like JSON (``{``,
+        ``[`` or ``"``), or when a file of that name exists.
+
         Raises:
-            ValueError: (one line) if it is not JSON, not a kswap trace, lacks a
-                field or holds a value of the wrong type or out of range.
-            OSError: ``source`` names a file that cannot be read.
+            ValueError: (one line) if there is no such file, or it is not JSON,
+                not a kswap trace, lacks a field or holds a value of the wrong
+                type or out of range.
+            OSError: ``source`` names a file that exists but cannot be read.
         """
-        text = str(source)
-        start = text.lstrip()[:1]
-        if (
-            isinstance(source, os.PathLike)
-            or start not in ("{", "[", '"')
-            or (start != "{" and os.path.isfile(text))  # a file named like JSON text
-        ):
-            try:
-                with open(source) as f:
-                    text = f.read()
-            except UnicodeDecodeError as error:
-                raise ValueError(f"Not a kswap trace: the file is not text ({error}).") from None
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"Not a kswap trace: the text is not valid JSON ({error}).") from None
-        if not isinstance(payload, dict):
-            raise ValueError(
-                f"Not a kswap trace: expected a JSON object. Received: {type(payload).__name__}"
-            )
-        if payload.get("format") != _FORMAT:
-            raise ValueError(
-                f"Not a kswap trace (expected format {_FORMAT!r}). "
-                f"Received: format={payload.get('format')!r}"
-            )
+        payload = load_document(source, "kswap trace", _FORMAT)
         required = ("fields", "buffers", "steps", "duration_ns", "emulated", "metadata")
-        missing = [k for k in required if k not in payload]
-        if missing:
-            raise ValueError(f"Not a valid kswap trace: missing field(s) {', '.join(missing)}.")
+        require(payload, required, "kswap trace")
         steps = payload["steps"]
         if not isinstance(steps, list) or not all(
             isinstance(s, list) and len(s) == 2 and all(_is_number(t) for t in s) for s in steps
