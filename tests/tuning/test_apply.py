@@ -239,3 +239,16 @@ def test_wrapper_validates_its_action():
         Offload(keras.layers.Dense(2), action="later")
     w = Offload(keras.layers.Dense(2), prefetch=3, action="recompute:host")
     assert (w.action, w.prefetch) == (Action("recompute", 3, "host"), 3)
+
+
+def test_a_nested_models_layers_are_named_by_path_as_a_trace_names_them():
+    inner_in = keras.Input((8,))
+    inner = keras.Model(inner_in, keras.layers.Dense(8, name="d_in")(inner_in), name="inner")
+    x = keras.Input((8,))
+    model = keras.Model(x, keras.layers.Dense(2, name="head")(inner(x)), name="outer")
+    off = kswap.OffloadingModel(model)
+    apply_plan(off, {"inner/d_in": "recompute", "head": "swap:0"})
+    assert str(current_actions(off)["d_in"]) == "recompute"
+    assert off.get_layer("head").prefetch == 0
+    with pytest.raises(ValueError, match=r"not offloaded in `model`: \['nope'\]"):
+        apply_plan(off, {"inner/nope": "keep"})
