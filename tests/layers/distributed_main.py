@@ -27,8 +27,6 @@ def main(argv):
                 "task": {"type": "worker", "index": index},
             }
         )
-    import keras
-    import numpy as np
     import tensorflow as tf
 
     import kswap
@@ -42,60 +40,65 @@ def main(argv):
     else:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
-    from tests.layers.helpers import build, compile_, data
+    from tests.layers.helpers import build, compile_
 
-    results = {}
-    for name in ("plain", "kswap"):
-        with strategy.scope():
-            model = compile_(build("residual"), optimizer="sgd")
-            if name == "kswap":
-                model = kswap.OffloadingModel(model)
-        x, y = data(model, 32)
-        keras.utils.set_random_seed(3)
+    def train(model, x, y):
         if mode == "mirrored":
-            losses = model.fit(x, y, batch_size=GLOBAL_BATCH, shuffle=False, verbose=0)
-            losses = losses.history["loss"]
-        else:
-            losses = _custom_loop(strategy, model, x, y, tf)
-        results[name] = {
-            "loss": losses,
-            "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
-        }
+            history = model.fit(x, y, batch_size=GLOBAL_BATCH, shuffle=False, verbose=0)
+            return history.history["loss"]
+        return _custom_loop(strategy, model, x, y, tf)
+
+    results = {name: _trained(strategy, name == "kswap", train) for name in ("plain", "kswap")}
     if mode == "mirrored":
         results["host_state_errors"] = _host_state_errors(strategy, build, compile_, kswap)
-        results["autotune"] = _autotune(strategy, build, compile_, data, kswap, keras, np)
+        results["autotune"] = _autotune(strategy, kswap)
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, **results}))
 
 
-def _autotune(strategy, build, compile_, data, kswap, keras, np):
+def _trained(strategy, offload: bool, train, seed: int = 3) -> dict:
+    """The residual model built in the strategy's scope (offloaded or not), seeded, trained.
+
+    ``train(model, x, y)`` returns the losses; the result holds them and a
+    weight checksum.
+    """
+    import keras
+    import numpy as np
+
+    import kswap
+    from tests.layers.helpers import build, compile_, data
+
+    with strategy.scope():
+        model = compile_(build("residual"), optimizer="sgd")
+        if offload:
+            model = kswap.OffloadingModel(model)
+    x, y = data(model, 32)
+    keras.utils.set_random_seed(seed)
+    losses = train(model, x, y)
+    return {
+        "loss": losses,
+        "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
+    }
+
+
+def _autotune(strategy, kswap):
     """Plain against kswap.AutoTune in ``fit`` under the strategy: 12 steps, enough for a round."""
-    out = {}
-    for name in ("plain", "tuned"):
-        with strategy.scope():
-            model = compile_(build("residual"), optimizer="sgd")
-            if name == "tuned":
-                model = kswap.OffloadingModel(model)
-        x, y = data(model, 32)
-        # a byte budget: a fraction's baseline is of both replicas here, see the test
-        tune = kswap.AutoTune("1GiB", profile_steps=1, link="pcie4", verbose=0)
-        keras.utils.set_random_seed(3)
-        history = model.fit(
-            x,
-            y,
-            batch_size=GLOBAL_BATCH,
-            epochs=3,
-            shuffle=False,
-            verbose=0,
-            callbacks=[tune] if name == "tuned" else [],
-        )
-        out[name] = {
-            "loss": history.history["loss"],
-            "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
-        }
-        if name == "tuned":
-            out["rounds"] = len(tune.rounds)
-            out["start_peak_bytes"] = tune.start_peak_bytes
-            out["measured"] = [r.measured_peak_bytes for r in tune.rounds]
+    # a byte budget: a fraction's baseline is of both replicas here, see the test
+    tune = kswap.AutoTune("1GiB", profile_steps=1, link="pcie4", verbose=0)
+
+    def train(callbacks):
+        def fit(model, x, y):
+            kwargs = dict(batch_size=GLOBAL_BATCH, epochs=3, shuffle=False, verbose=0)
+            return model.fit(x, y, callbacks=callbacks, **kwargs).history["loss"]
+
+        return fit
+
+    out = {
+        "plain": _trained(strategy, False, train([])),
+        "tuned": _trained(strategy, True, train([tune])),
+    }
+    out["rounds"] = len(tune.rounds)
+    out["start_peak_bytes"] = tune.start_peak_bytes
+    out["measured"] = [r.measured_peak_bytes for r in tune.rounds]
     return out
 
 
