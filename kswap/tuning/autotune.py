@@ -62,7 +62,7 @@ from kswap.planning import (
     smallest_budget,
 )
 from kswap.planning.budget import Budget, format_bytes
-from kswap.planning.devices import Device, as_device
+from kswap.planning.devices import DEVICES, Device, as_device
 from kswap.planning.link import as_link
 from kswap.profiler.profile import new_xplane, read_trace, xplane_files
 from kswap.trace import STEP_MARKER, Trace
@@ -262,10 +262,9 @@ class AutoTune(keras.callbacks.Callback):
         self.model.make_train_function(force=True)
         self.static_plan = result.plan
         if self.verbose:
-            counts = ", ".join(f"{n} {k}" for k, n in result.plan.counts().items())
             print(
                 f"AutoTune: starts from the static plan for batch {self.batch_size} on "
-                f"{device.name}: {counts}; estimated peak "
+                f"{device.name}: {_counts(result.plan)}; estimated peak "
                 f"{format_bytes(result.plan.predicted_peak_bytes)} of "
                 f"{format_bytes(result.plan.budget_bytes or 0)}"
             )
@@ -426,7 +425,6 @@ class AutoTune(keras.callbacks.Callback):
             )
         self._next_start = self._step  # this step traces the new one; the next is profiled
         if self.verbose:
-            counts = ", ".join(f"{n} {k}" for k, n in plan.counts().items())
             baseline = (
                 f"measured baseline {format_bytes(self.baseline_peak_bytes)}"
                 if self.baseline_peak_bytes
@@ -434,7 +432,7 @@ class AutoTune(keras.callbacks.Callback):
             )
             print(
                 f"AutoTune: plan {len(self.rounds)} for {format_bytes(plan.budget_bytes or 0)} "
-                f"({baseline}): {counts}; optimizer "
+                f"({baseline}): {_counts(plan)}; optimizer "
                 f"state on the {plan.optimizer_state}; predicted peak "
                 f"{format_bytes(plan.predicted_peak_bytes)}, step x{plan.slowdown:.2f}"
             )
@@ -511,16 +509,21 @@ def _floor_bytes(model) -> int:
     return state.weight_bytes + state.gradient_bytes
 
 
+def _counts(plan: Plan) -> str:
+    """``"12 keep, 40 swap, 3 recompute"``: a plan's actions, counted."""
+    return ", ".join(f"{n} {k}" for k, n in plan.counts().items())
+
+
 def _device_preset() -> Device:
     """The preset the static estimate uses: ``cpu`` without a GPU, else the GPU's own."""
     if not transfer.has_gpu():
         return as_device("cpu")
     gpu = tf.config.list_physical_devices("GPU")[0]
     name = str(tf.config.experimental.get_device_details(gpu).get("device_name", "")).lower()
-    for preset in ("h200", "h100", "a100", "v100", "k40"):
-        if preset in name:
-            return as_device(preset)
-    return as_device("a100")
+    for preset in DEVICES:
+        if preset != "cpu" and preset in name:
+            return DEVICES[preset]
+    return DEVICES["a100"]
 
 
 def _device_capacity() -> Budget | None:
