@@ -39,7 +39,7 @@ from kswap.layers import calls as calls_lib
 from kswap.layers import custom as custom_lib
 from kswap.layers import loops as loops_lib
 from kswap.layers import recompute, replay, saved
-from kswap.layers.schedule import GraphState, graph_state, order_backward
+from kswap.layers.schedule import GraphState, dense_parts, graph_state, order_backward
 from kswap.planning.actions import Action
 
 __all__ = ["Offload", "MIN_OFFLOAD_BYTES", "check_action"]
@@ -542,8 +542,10 @@ def _recompute_grad(wrapper, state, index, xs, call, seeds_before, host: bool = 
                 if x.ref() not in copies:
                     copies[x.ref()] = transfer.to_device(h, x.device or None) if off else x
             back = [copies[x.ref()] for x in xs]
+        # the re-run starts with this block's backward, not when its inputs exist
+        after = dense_parts(upstream) if state is not None else []
         source_grads, var_grads = recompute.rerun_gradients(
-            wrapper.layer, back, call, upstream, list(variables or []), seeds_before
+            wrapper.layer, back, call, upstream, list(variables or []), seeds_before, after
         )
         if state is not None:
             state.finish(index, list(source_grads), list(var_grads))

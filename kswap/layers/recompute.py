@@ -85,6 +85,7 @@ def rerun_gradients(
     upstream: Sequence[tf.Tensor | None],
     variables: Sequence,
     seeds_before: Sequence[tf.Tensor],
+    after: Sequence[tf.Tensor] = (),
 ) -> tuple[list, list]:
     """Re-runs ``call(inputs)`` under a tape and returns input and variable gradients.
 
@@ -97,6 +98,11 @@ def rerun_gradients(
         variables: Variables to differentiate (``tf.Variable``s).
         seeds_before: Seed states read before the forward, in
             ``layer_state(layer).seeds`` order.
+        after: What the re-run waits for (control dependencies): the
+            block's upstream gradient in a graph. Without it TensorFlow's
+            executor runs the re-run as soon as its inputs exist, which for
+            inputs kept on the device is during the forward, and the
+            recomputed activations are held as long as the forward's were.
     """
     state = layer_state(layer)
     seeds_after = [tf.identity(sg.state.value) for sg in state.seeds]
@@ -106,9 +112,10 @@ def rerun_gradients(
     # one re-run input per tensor: a tensor passed twice (``Multiply()([h, h])``)
     # then gets its full gradient at every position, as the caller expects
     copies: dict = {}
-    for t in inputs:
-        if t.ref() not in copies:
-            copies[t.ref()] = tf.identity(t)
+    with tf.control_dependencies(list(after)):
+        for t in inputs:
+            if t.ref() not in copies:
+                copies[t.ref()] = tf.identity(t)
     inputs = [copies[t.ref()] for t in inputs]
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(inputs)
