@@ -133,7 +133,6 @@ def test_branches_run_their_backwards_one_at_a_time():
         assert last < first, spans
 
 
-
 def _gelu_mlp(n):
     """Dense blocks whose backward reads more than their input: GELU's pre-activation."""
     layers = [keras.Input((256,))]
