@@ -124,17 +124,22 @@ def planned_actions(policy, prefetch: int = 1) -> dict[str, Action] | None:
 
     A mapping gives layer names their actions (``{"conv1": "recompute",
     "conv2": "swap:0"}``); ``"swap"`` and ``"recompute:host"`` take ``prefetch``.
+    A nested model's layer may be named by its path, as traces and plans name
+    it (``"backbone/block_0"``): Keras names hold no ``/``, and kswap's
+    wrappers are unique by name in the whole model, so the last part names it.
     """
     if isinstance(policy, Plan):
-        return dict(zip(policy.blocks, policy.actions, strict=True))
-    if isinstance(policy, Mapping):
+        pairs = zip(policy.blocks, policy.actions, strict=True)
+    elif isinstance(policy, Mapping):
         bad = [k for k in policy if not isinstance(k, str)]
         if bad:
             raise ValueError(
                 f"`policy` as a mapping must map layer names to actions. Received keys: {bad!r}"
             )
-        return {name: check_action(a, prefetch) for name, a in policy.items()}
-    return None
+        pairs = ((name, check_action(a, prefetch)) for name, a in policy.items())
+    else:
+        return None
+    return {name.rsplit("/", 1)[-1]: action for name, action in pairs}
 
 
 def _selector(policy, model) -> Callable[[keras.layers.Layer], bool]:

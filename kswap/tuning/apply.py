@@ -100,12 +100,6 @@ def apply_plan(
             )
         one = check_action(plan, prefetch)
         actions = dict.fromkeys(found, one)
-    # a trace names a nested model's layers by path ("backbone/block_0"); wrapper
-    # names are unique in the whole model, so a path's last part names one
-    actions = {
-        (name if name in found else name.rsplit("/", 1)[-1]): action
-        for name, action in actions.items()
-    }
     unknown = sorted(set(actions) - set(found))
     if unknown:
         raise ValueError(

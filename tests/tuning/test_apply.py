@@ -252,3 +252,7 @@ def test_a_nested_models_layers_are_named_by_path_as_a_trace_names_them():
     assert off.get_layer("head").prefetch == 0
     with pytest.raises(ValueError, match=r"not offloaded in `model`: \['nope'\]"):
         apply_plan(off, {"inner/nope": "keep"})
+    # and so does a policy given when offloading (AutoTune's plan, saved and reused)
+    planned = kswap.OffloadingModel(model, policy={"inner/d_in": "recompute"})
+    assert str(current_actions(planned)["d_in"]) == "recompute"
+    assert "head" not in current_actions(planned)
