@@ -151,7 +151,7 @@ def _bn_model():
 
 
 def _most_alive(trace, layer: str, step: int, min_bytes: int = 0) -> int:
-    """The most bytes alive at once among buffers ``layer``'s backward made (of ``min_bytes`` up)."""
+    """The most bytes alive at once among buffers of ``min_bytes`` up ``layer``'s backward made."""
     made = [
         b
         for b in trace.tier("device")
