@@ -11,7 +11,7 @@ Models (``--models``, comma-separated):
 - ``GPT2``: ``keras_hub.models.GPT2Backbone`` from a small config, no weights
   (4 layers, hidden 256, 4 heads, MLP 1024, sequence 128, vocabulary 1000)
   under a next-token softmax head;
-- ``Tiny``: a small residual CNN built here (16x16x3), for ``--quick``.
+- ``Tiny``: a small residual CNN built here (32x32x3, batch 8), for ``--quick``.
 
 All are compiled with Adam and sparse categorical cross-entropy, from seed 0,
 and trained on random data (token ids for GPT2). Methods (``--methods``):
@@ -71,7 +71,7 @@ MODELS = {
     "MobileNetV2": ("96x96x3", 32),
     "ResNet50": ("64x64x3", 32),
     "GPT2": ("4 layers, hidden 256, sequence 128", 32),
-    "Tiny": ("16x16x3", 8),
+    "Tiny": ("32x32x3", 8),
 }
 
 METHODS = [
@@ -97,7 +97,7 @@ QUICK_SEQ = 16
 # ------------------------------------------------------------------ models
 
 
-def tiny_cnn(input_shape=(16, 16, 3), classes: int = 10):
+def tiny_cnn(input_shape=(32, 32, 3), classes: int = 10):
     """Two residual blocks of 3x3 convolutions with batch normalization, a softmax head."""
     import keras
 
@@ -607,7 +607,7 @@ def parse_args(argv=None):
     if unknown or not args.methods:
         _fail(f"--methods must be among {', '.join(METHODS)}; got {','.join(unknown) or 'none'}")
     if args.batch is None:
-        args.batch = 4 if args.quick else 32
+        args.batch = 8 if args.quick else 32
     for name in ("batch", "steps", "repeats", "tune_steps", "timeout", "scan_limit"):
         if getattr(args, name) < 1:
             _fail(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
