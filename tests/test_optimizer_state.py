@@ -78,8 +78,14 @@ def test_a_move_frees_the_old_slots_though_a_traced_step_captured_them():
     # releasing them, their buffers stay allocated (on a GPU: on the device).
     import tensorflow as tf
 
-    model = compile_(build("sequential"))
-    x, y = data(model)
+    # slots of 2 MiB, far above what else the process allocates meanwhile
+    # (20 KiB once, under load: the test's own small model had 40 KiB of slots)
+    model = keras.Sequential(
+        [keras.Input((512,)), keras.layers.Dense(512, name="wide"), keras.layers.Dense(2)]
+    )
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    rng = np.random.default_rng(0)
+    x, y = rng.random((32, 512), dtype=np.float32), rng.random((32, 2), dtype=np.float32)
     _fit(model, x, y)
     slot_bytes = sum(int(np.prod(v.shape)) * 4 for v in _slots(model.optimizer))
 
