@@ -33,8 +33,15 @@ forward):
   buffers that are not saved and that the block's forward ops made or were
   the last to read (its input, when no backward needs it);
   ``backward_bytes``: the same of the backward-phase step buffers freed by
-  ``t_e`` (weight gradients, kept for the update, are ``gradient_bytes``),
-  so the gradient the block receives is in its working set. kswap's
+  ``t_e`` (weight gradients kept for the update are ``gradient_bytes``),
+  so the gradient the block receives is in its working set, and so is a
+  weight gradient the optimizer applied and freed before ``t_e`` (fit's
+  graph runs a weight's update as soon as its gradient exists, on an idle
+  core, while the backward goes on). The optimizer's buffers freed by
+  ``t_e`` (an interleaved update's temporaries: Adam's of a weight are
+  several times its size) count for the block whose backward op ended
+  last before they were freed, and never as an op's temporaries, since
+  they run beside the backward however kswap orders it. kswap's
   wrappers run a swapped or recomputed block's backward ops one after
   another, so there only the largest op's temporaries count; a kept block
   runs them side by side (the CPU's convolution gradients each allocate
@@ -48,10 +55,16 @@ forward):
   wraps (convolutions and the pass-through layers producing their inputs;
   of an offloaded model, whose layers are kswap's wrappers, the
   convolutions only), then ``"dense"``, ``"norm"`` or ``"other"``.
-- ``gradient_bytes`` of a block: its trainable weights' (Keras keeps every
-  gradient until the update), which the simulator counts from the block's
-  backward on; the workload's ``gradient_bytes``: those of trainable weights
-  of no block.
+- ``gradient_bytes`` of a block: its trainable weights' gradients that the
+  step still held when its backward ended (``t_e``): its backward-phase
+  step buffers alive then, at most its weights' bytes. The simulator counts
+  them from the block's backward to the step's end. Where the update ran
+  interleaved with the backward (fit's graph on CPU) that is next to
+  nothing; where it waited for every gradient (an optimizer that clips by
+  the global norm) it is every weight's. The workload's
+  ``gradient_bytes``: those of trainable weights of no block, plus (up to
+  the gradients that no block's count holds) the backward-phase buffers of
+  no block alive at ``t_e``.
 - ``weight_bytes``: every weight; ``optimizer_bytes``: the optimizer's
   variables; ``other_bytes``: the rest
   of what was on the device when the step began (the batch, metrics) plus
@@ -243,11 +256,14 @@ def _add(sets: list[list[Allocation]], b: Allocation, own: int | None, reader: i
 
 
 def _temporaries(buffers: Sequence[Allocation]) -> tuple[list[Allocation], dict]:
-    """The buffers that are not an op's temporaries, and each op's temporary bytes."""
+    """The buffers that are not a block op's temporaries, and each op's temporary bytes.
+
+    The optimizer's run beside the backward however kswap orders its ops: never temporaries.
+    """
     temps: dict[str | None, int] = {}
     kept = []
     for b in buffers:
-        if b.region_type == "temp":
+        if b.region_type == "temp" and b.phase != "update":
             temps[b.op] = temps.get(b.op, 0) + b.size
         else:
             kept.append(b)
@@ -427,6 +443,8 @@ def workload_from_trace(
         "backward": [[] for _ in names],
     }
     forward_reader = _LastReader(forward, index)
+    held = [0] * len(names)  # each block's backward buffers alive when the backward ends
+    stray = 0  # those of no block
     for b in device:
         if b.phase == "forward":
             own = index.get(b.layer) if b.layer else None
@@ -441,9 +459,15 @@ def workload_from_trace(
                     saved[owner] += b.size
                 continue
             _add(sets["forward"], b, own, forward_reader(b.end_ns))
-        elif b.phase == "backward" and not b.alive_at_end and b.end_ns <= t_e:
-            own = index.get(b.layer) if b.layer else None
+        elif b.phase in ("backward", "update") and not b.alive_at_end and b.end_ns <= t_e:
+            # an update's buffer has no block: the one running when it is freed
+            own = index.get(b.layer) if b.layer and b.phase == "backward" else None
             _add(sets["backward"], b, own, last_reader(b.end_ns))
+        elif b.phase == "backward":  # outlives the backward: a gradient the update reads
+            if b.layer in index:
+                held[index[b.layer]] += b.size
+            else:
+                stray += b.size
     for b in trace.tier("host"):  # an offloaded trace: the layers' host copies
         if b.phase == "transfer" and b.start_ns < t_b < b.end_ns and b.layer in index:
             saved[index[b.layer]] += b.size
@@ -465,6 +489,10 @@ def workload_from_trace(
         for v in layer.trainable_weights:
             if trainable.pop(id(v), None) is not None:  # a shared weight counts once
                 grads[k] += variable_bytes(v)
+    # only what the step still held at the backward's end: the update freed the rest
+    applied = sum(grads)
+    grads = [min(g, h) for g, h in zip(grads, held, strict=True)]
+    applied -= sum(grads)
     also = _shared(model, batch, index, saved) if shared and batch else {}
     width = _width(trace)
     blocks = []
@@ -493,6 +521,7 @@ def workload_from_trace(
     weights = {id(v): v for v in model.weights}
     weight_bytes = sum(variable_bytes(v) for v in weights.values())
     gradient_bytes = sum(variable_bytes(v) for v in trainable.values())  # of no block
+    gradient_bytes += min(stray, applied)  # gradients the trace gives no block
     optimizer = getattr(model, "optimizer", None)
     slots = {id(v): v for v in (optimizer.variables if optimizer is not None else ())}
     optimizer_bytes = sum(variable_bytes(v) for v in slots.values())
