@@ -43,9 +43,15 @@ forward):
   last before they were freed, and never as an op's temporaries, since
   they run beside the backward however kswap orders it. kswap's
   wrappers run a swapped or recomputed block's backward ops one after
-  another, so there only the largest op's temporaries count; a kept block
-  runs them side by side (the CPU's convolution gradients each allocate
-  im2col buffers of several times their output): ``keep_backward_bytes``.
+  another, in the order that keeps the fewest bytes alive
+  (:mod:`kswap.layers.order`), so there only the largest op's temporaries
+  count, and of a block profiled side by side ``backward_bytes`` is the
+  least of that and its backward replayed one op at a time in such an
+  order (each buffer read last by the op that ended last before it was
+  freed; BatchNormalization's gradient then holds two tensors of its
+  input's size instead of four); a kept block runs them side by side (the
+  CPU's convolution gradients each allocate im2col buffers of several times
+  their output): ``keep_backward_bytes``.
   Whichever way a block ran in the profiled step is measured; the other is
   derived (one op's temporaries, or those of as many ops as the executor
   runs at once: the CPU's inter-op threads, one on a GPU).
@@ -93,6 +99,7 @@ import keras
 import numpy as np
 
 from kswap.planning import Block, Workload
+from kswap.profiler import working_sets
 from kswap.profiler.profile import variable_bytes
 from kswap.trace import Allocation, OpInterval, Trace
 from kswap.trace.optime import op_shares, select_ops
@@ -255,37 +262,6 @@ def _add(sets: list[list[Allocation]], b: Allocation, own: int | None, reader: i
         sets[k].append(b)
 
 
-def _temporaries(buffers: Sequence[Allocation]) -> tuple[list[Allocation], dict]:
-    """The buffers that are not a block op's temporaries, and each op's temporary bytes.
-
-    The optimizer's run beside the backward however kswap orders its ops: never temporaries.
-    """
-    temps: dict[str | None, int] = {}
-    kept = []
-    for b in buffers:
-        if b.region_type == "temp" and b.phase != "update":
-            temps[b.op] = temps.get(b.op, 0) + b.size
-        else:
-            kept.append(b)
-    return kept, temps
-
-
-def _ordered_peak(buffers: Sequence[Allocation]) -> int:
-    """Most bytes alive at once if the ops ran one at a time: only one op's temporaries at once."""
-    kept, temps = _temporaries(buffers)
-    return _peak(kept) + max(temps.values(), default=0)
-
-
-def _side_by_side_peak(buffers: Sequence[Allocation], width: int) -> int:
-    """Most bytes alive at once if the ops that ran one at a time had run side by side.
-
-    ``width`` ops at most run at once (the executor's threads): the largest
-    ``width`` ops' temporaries together.
-    """
-    kept, temps = _temporaries(buffers)
-    return _peak(kept) + sum(sorted(temps.values(), reverse=True)[:width])
-
-
 def _width(trace: Trace) -> int:
     """How many ops the plain step runs at once: the CPU's cores, or a GPU's one stream."""
     if not trace.emulated:
@@ -293,19 +269,6 @@ def _width(trace: Trace) -> int:
     import tensorflow as tf
 
     return tf.config.threading.get_inter_op_parallelism_threads() or os.cpu_count() or 1
-
-
-def _peak(buffers: Sequence[Allocation]) -> int:
-    """Most bytes of ``buffers`` alive at once."""
-    changes: dict[int, int] = {}
-    for b in buffers:
-        changes[b.start_ns] = changes.get(b.start_ns, 0) + b.size
-        changes[b.end_ns] = changes.get(b.end_ns, 0) - b.size
-    best = live = 0
-    for t in sorted(changes):
-        live += changes[t]
-        best = max(best, live)
-    return best
 
 
 def _shared(model, batch: int, index: dict[str, int], saved: list[int]) -> dict[str, tuple]:
@@ -420,6 +383,8 @@ def workload_from_trace(
                 last[phase] = k
         elif last[phase] is not None:
             k = last[phase]
+            if phase == "backward" and o.start_ns >= t_b:  # an op the block's gradient made
+                by_phase.setdefault(f"backward+:{k}", []).append(o)
         if k is None:
             pending[phase] += t
             continue
@@ -505,12 +470,17 @@ def workload_from_trace(
                 forward_seconds=fwd[k],
                 backward_seconds=bwd[k],
                 input_bytes=_input_bytes(layer, batch),
-                forward_bytes=_peak(sets["forward"][k]),
-                backward_bytes=_ordered_peak(sets["backward"][k]),
+                forward_bytes=working_sets.peak(sets["forward"][k]),
+                backward_bytes=working_sets.backward_bytes(
+                    sets["backward"][k],
+                    by_phase.get(f"backward:{k}", []) + by_phase.get(f"backward+:{k}", []),
+                    backward,
+                    block_name in ordered,
+                ),
                 keep_backward_bytes=(
-                    _side_by_side_peak(sets["backward"][k], width)
+                    working_sets.side_by_side_peak(sets["backward"][k], width)
                     if block_name in ordered
-                    else _peak(sets["backward"][k])
+                    else working_sets.peak(sets["backward"][k])
                 ),
                 kind=kinds[id(layer)],
                 gradient_bytes=grads[k],

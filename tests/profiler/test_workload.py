@@ -260,3 +260,28 @@ def test_measure_link_is_a_link_and_refuses_bad_sizes():
         transfer.measure_link(100, small_bytes=200)
     with pytest.raises(ValueError, match="repeats=0"):
         transfer.measure_link(repeats=0)
+
+
+def test_replayed_peak_orders_a_side_by_side_backward():
+    """A block profiled side by side: kswap's one-op-at-a-time order keeps fewer bytes alive."""
+    from kswap.profiler.working_sets import ordered_peak, replayed_peak
+
+    M = 1000
+    ops = [
+        OpInterval("a", "Mul", 10, 20, layer="bn", phase="backward"),  # a = g * s
+        OpInterval("b", "Mul", 10, 30, layer="bn", phase="backward"),  # b = g * x
+        OpInterval("sum", "Sum", 35, 40, layer="bn", phase="backward"),
+        OpInterval("addn", "AddN", 50, 60, phase="backward"),  # no layer: dx = a + sum
+    ]
+    every = [*ops, OpInterval("next", "Conv2DBackpropInput", 70, 79, layer="conv")]
+    buffers = [
+        Allocation(M, 5, 35, op="up", layer="relu", phase="backward"),  # g, read last by b
+        Allocation(M, 10, 61, op="a", layer="bn", phase="backward"),
+        Allocation(M, 10, 41, op="b", layer="bn", phase="backward"),
+        Allocation(4, 35, 61, op="sum", layer="bn", phase="backward"),
+        Allocation(M, 50, 80, op="addn", phase="backward"),  # dx: read by the next block
+    ]
+    assert ordered_peak(buffers) == 3 * M  # g, a and b together, as they ran
+    # b, its sum (g and b freed), then a and dx
+    assert replayed_peak(buffers, ops, every) == 2 * M + 4
+    assert replayed_peak(buffers, ops[:2], every) is None  # too few ops to order
