@@ -96,7 +96,7 @@ def worker(args) -> dict:
         "measured_baseline_bytes": baseline.peak_bytes("device", len(baseline.steps) - 1),
         "estimated_baseline_bytes": plan.baseline_peak_bytes if plan else None,
         "autotune_baseline_bytes": tune.baseline_peak_bytes,
-        "budget_bytes": tune.rounds[0].target_bytes if tune.rounds else None,
+        "budget_bytes": tune.budget_bytes,
         "start_peak_bytes": tune.start_peak_bytes,
         "rounds": [
             {

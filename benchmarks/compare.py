@@ -274,7 +274,7 @@ def worker_autotune(args) -> dict:
         "baseline_peak_bytes": tune.baseline_peak_bytes,
         "start_peak_bytes": tune.start_peak_bytes,
         "measured_peak_bytes": tune.measured_peak_bytes,
-        "budget_bytes": tune.rounds[0].target_bytes if tune.rounds else None,
+        "budget_bytes": tune.budget_bytes,
         "rounds": len(tune.rounds),
         "restored": tune.restored,
         "counts": plan.counts(),

@@ -66,7 +66,7 @@ def main() -> None:
         print("no plan was applied: the model keeps its own actions")
         return
     print(tune.plan.table(tune.workload))
-    budget = tune.rounds[0].target_bytes
+    budget = tune.budget_bytes
     peak = tune.measured_peak_bytes
     print(f"baseline device peak:  {tune.baseline_peak_bytes / MIB:.2f} MiB ({label})")
     print(f"budget:                {budget / MIB:.2f} MiB")

@@ -135,7 +135,7 @@ def _decided(tune) -> dict:
     out = {
         "done": tune.done,
         "restored": tune.restored,
-        "budget_bytes": tune.rounds[0].target_bytes if tune.rounds else None,
+        "budget_bytes": tune.budget_bytes,
         "autotune_baseline_bytes": tune.baseline_peak_bytes,
         "start_peak_bytes": tune.start_peak_bytes,
         "autotune_measured_bytes": (

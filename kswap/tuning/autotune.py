@@ -112,6 +112,13 @@ class AutoTune(keras.callbacks.Callback):
         warmup_steps: Steps before profiling (the first traces the step).
         profile_steps: Steps profiled for the plan.
         max_rounds: Plans applied at most (the first and its tightenings).
+        headroom: The share of the budget the first plan leaves free. The
+            executor runs ready ops in any order, which moves a step's
+            device peak by several percent from run to run, so a plan
+            predicted right at the budget misses it about half the time.
+            The measured peak is always held against the whole budget; 0
+            plans to the budget itself. Where no plan meets the budget less
+            the headroom, the first plan is made for the whole budget.
         logdir: Where the profiler writes its traces (kept, for
             TensorBoard's Profile plugin) and, under ``logdir/kswap``, each
             round's scalars, plan and device memory image
@@ -140,6 +147,7 @@ class AutoTune(keras.callbacks.Callback):
         warmup_steps: int = 1,
         profile_steps: int = 2,
         max_rounds: int = 3,
+        headroom: float = 0.05,
         logdir: str | None = None,
         verbose: int = 1,
         batch_size: int | None = None,
@@ -156,6 +164,15 @@ class AutoTune(keras.callbacks.Callback):
         self.warmup_steps = _count("warmup_steps", warmup_steps, 0)
         self.profile_steps = _count("profile_steps", profile_steps, 1)
         self.max_rounds = _count("max_rounds", max_rounds, 1)
+        if (
+            isinstance(headroom, bool)
+            or not isinstance(headroom, numbers.Real)
+            or not 0 <= headroom < 1
+        ):
+            raise ValueError(
+                f"`headroom` must be a fraction in [0, 1). Received: headroom={headroom!r}"
+            )
+        self.headroom = float(headroom)
         if logdir is not None and not isinstance(logdir, (str, os.PathLike)):
             raise ValueError(f"`logdir` must be a path or None. Received: logdir={logdir!r}")
         self.logdir = None if logdir is None else os.fspath(logdir)
@@ -175,6 +192,9 @@ class AutoTune(keras.callbacks.Callback):
         self.restored = False
         #: The device peak measured with every block kept (None if not measured).
         self.baseline_peak_bytes: int | None = None
+        #: The budget in bytes, once the first plan resolved it (a fraction of the
+        #: measured baseline, or of its estimate); measured peaks are held against it.
+        self.budget_bytes: int | None = None
         self._reset()
 
     # ------------------------------------------------------------------ results
@@ -405,11 +425,8 @@ class AutoTune(keras.callbacks.Callback):
             self.link = transfer.measure_link()
 
     def _plan(self, target: int | None = None) -> None:
-        budget = self._budget if target is None else target
-        if target is None and self.baseline_peak_bytes and self._budget.fraction is not None:
-            budget = int(self._budget.fraction * self.baseline_peak_bytes)
         try:
-            plan = make_plan(self.workload, budget, self.link, strategy=self.strategy)
+            plan = self._make_plan(target)
         except ValueError as e:  # no plan meets the budget: the model stays as it is
             if target is not None:
                 raise
@@ -420,9 +437,7 @@ class AutoTune(keras.callbacks.Callback):
         self.model.make_train_function(force=True)
         self.rounds.append(Round(plan, plan.budget_bytes or 0))
         if self.logdir is not None:
-            report.write_plan(
-                self.logdir, len(self.rounds), plan, self.workload, self.rounds[0].target_bytes
-            )
+            report.write_plan(self.logdir, len(self.rounds), plan, self.workload, self.budget_bytes)
         self._next_start = self._step  # this step traces the new one; the next is profiled
         if self.verbose:
             baseline = (
@@ -430,8 +445,14 @@ class AutoTune(keras.callbacks.Callback):
                 if self.baseline_peak_bytes
                 else f"estimated baseline {format_bytes(plan.baseline_peak_bytes)}"
             )
+            target = format_bytes(plan.budget_bytes or 0)
+            if len(self.rounds) == 1 and plan.budget_bytes != self.budget_bytes:
+                target += (
+                    f", the budget {format_bytes(self.budget_bytes)} less "
+                    f"{self.headroom:.0%} headroom"
+                )
             print(
-                f"AutoTune: plan {len(self.rounds)} for {format_bytes(plan.budget_bytes or 0)} "
+                f"AutoTune: plan {len(self.rounds)} for {target} "
                 f"({baseline}): {_counts(plan)}; optimizer "
                 f"state on the {plan.optimizer_state}; predicted peak "
                 f"{format_bytes(plan.predicted_peak_bytes)}, step x{plan.slowdown:.2f}"
@@ -439,11 +460,38 @@ class AutoTune(keras.callbacks.Callback):
             if self.verbose > 1:
                 print(plan.table(self.workload))
 
+    def _make_plan(self, target: int | None) -> Plan:
+        """The plan for ``target`` bytes, or (None) for the budget less the headroom.
+
+        The first plan resolves the budget (:attr:`budget_bytes`). Where no
+        plan meets the budget less the headroom, it is made for the whole
+        budget; where none meets that either, the planner's ``ValueError``
+        (naming the smallest feasible budget) is raised.
+        """
+        if target is not None:
+            return make_plan(self.workload, target, self.link, strategy=self.strategy)
+        budget = self._budget
+        if self.baseline_peak_bytes and budget.fraction is not None:
+            budget = int(budget.fraction * self.baseline_peak_bytes)
+        try:
+            whole = make_plan(self.workload, budget, self.link, strategy=self.strategy)
+        except ValueError:
+            self.budget_bytes = None
+            raise
+        self.budget_bytes = whole.budget_bytes
+        tighter = int(whole.budget_bytes * (1 - self.headroom))
+        if tighter >= whole.budget_bytes or whole.predicted_peak_bytes <= tighter:
+            return whole
+        try:
+            return make_plan(self.workload, tighter, self.link, strategy=self.strategy)
+        except ValueError:  # the headroom is out of reach: the whole budget, then
+            return whole
+
     def _measured(self, trace: Trace) -> None:
         peak = trace.peak_bytes("device")
         last = self.rounds[-1]
         self.rounds[-1] = dataclasses.replace(last, measured_peak_bytes=peak)
-        budget_bytes = self.rounds[0].target_bytes
+        budget_bytes = self.budget_bytes
         if self.logdir is not None:
             report.write_measurement(
                 self.logdir,

@@ -56,6 +56,9 @@ def _data(n=BATCH * STEPS):
         ),
         ({"max_rounds": 1.5}, r"`max_rounds` must be an integer >= 1. Received: max_rounds=1.5"),
         ({"verbose": 3}, r"`verbose` must be 0, 1 or 2. Received: verbose=3"),
+        ({"headroom": 1.0}, r"`headroom` must be a fraction in \[0, 1\). Received: headroom=1.0"),
+        ({"headroom": -0.1}, r"`headroom` must be a fraction in \[0, 1\). Received: headroom=-0.1"),
+        ({"headroom": "5%"}, r"`headroom` must be a fraction in \[0, 1\). Received: headroom='5%'"),
         ({"logdir": 3}, r"`logdir` must be a path or None. Received: logdir=3"),
         ({"batch_size": 0}, r"`batch_size` must be an integer >= 1. Received: batch_size=0"),
         ({"device": "tpu9"}, r"device.*'tpu9'"),
@@ -207,3 +210,49 @@ def test_a_profiler_it_did_not_start_is_left_running(tmp_path):
         assert tune.rounds == []  # it never got the profiler
     finally:
         tf.profiler.experimental.stop()  # raises if AutoTune had stopped it
+
+
+def _planning_tune(budget, headroom=0.05):
+    """An AutoTune at its planning step, on a workload of four swappable blocks."""
+    from kswap.planning import Block, Workload, parse_budget, simulate
+
+    blocks = tuple(
+        Block(f"b{i}", saved_bytes=8 << 20, forward_seconds=0.01, backward_seconds=0.02)
+        for i in range(4)
+    )
+    tune = AutoTune(budget, headroom=headroom, link="pcie4", verbose=0)
+    tune.workload = Workload(blocks=blocks, weight_bytes=1 << 20)
+    tune._budget = parse_budget(budget)
+    keep = simulate(tune.workload, "keep", tune.link).peak_bytes
+    return tune, keep
+
+
+def test_the_first_plan_leaves_the_headroom_free_and_the_budget_is_the_whole():
+    # one block swapped peaks at 25 MiB, 0.97 of this budget: inside it, not 5% under
+    budget = int(25 * 2**20 / 0.97)
+    tune, _ = _planning_tune(budget)
+    plan = tune._make_plan(None)
+    assert tune.budget_bytes == budget
+    assert plan.budget_bytes == int(budget * 0.95)
+    assert plan.predicted_peak_bytes <= int(budget * 0.95) < 25 * 2**20
+    # headroom=0 plans to the budget itself: one block swapped
+    tune, _ = _planning_tune(budget, headroom=0)
+    plan = tune._make_plan(None)
+    assert plan.budget_bytes == tune.budget_bytes == budget
+    assert plan.predicted_peak_bytes == 25 * 2**20
+    # a fraction is of the measured baseline
+    tune, keep = _planning_tune(0.8)
+    tune.baseline_peak_bytes = 2 * keep
+    tune._make_plan(None)
+    assert tune.budget_bytes == int(0.8 * 2 * keep)
+
+
+def test_where_the_headroom_is_out_of_reach_the_first_plan_is_for_the_whole_budget():
+    from kswap.planning import smallest_budget
+
+    tune, keep = _planning_tune(0.5)
+    lowest = smallest_budget(tune.workload, tune.link)
+    tune._budget = kswap.planning.parse_budget(lowest)  # met only by the most saving plan
+    plan = tune._make_plan(None)
+    assert plan.budget_bytes == tune.budget_bytes == lowest
+    assert plan.predicted_peak_bytes <= lowest
