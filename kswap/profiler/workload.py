@@ -351,8 +351,11 @@ def workload_from_trace(
     names = [n for n, _ in layers]
     index = {n: i for i, n in enumerate(names)}
     forward_ends = [o.end_ns for o in ops if o.phase == "forward" and o.layer in index]
-    # the backward proper: its shape computations run early, as soon as shapes are known
-    t_b = max(forward_ends, default=lo)
+    # the backward proper: its shape computations run early, as soon as shapes are known.
+    # A block's forward op that ends after the last backward op started (another
+    # replica's, under tf.distribute) does not delay it.
+    last_backward = max((o.start_ns for o in ops if o.phase == "backward"), default=None)
+    t_b = max((e for e in forward_ends if last_backward is None or e <= last_backward), default=lo)
     backward = [o for o in ops if o.phase == "backward" and o.start_ns >= t_b]
     if not backward:
         raise ValueError(f"`trace` step {step} has no backward ops: is it a training step?")

@@ -128,6 +128,18 @@ def test_only_gradients_that_outlive_the_backward_are_held_until_the_update():
     assert work.blocks[0].keep_backward_bytes == 120 + 400 + 300  # conv's: unchanged
 
 
+def test_a_forward_op_after_the_last_backward_start_does_not_hide_the_backward():
+    """Under tf.distribute another replica's forward op can end after this one's backward began."""
+    import dataclasses
+
+    trace = _trace()
+    late = _op("replica_1/m/head/MatMul", "head", "forward", 8, 30, "t3")
+    trace = dataclasses.replace(trace, ops=trace.ops + (late,))
+    work = workload_from_trace(trace, _model())
+    assert work.names == ("conv", "relu", "flat", "head")
+    assert sum(b.backward_seconds for b in work.blocks) > 0
+
+
 def test_a_trace_from_fit_without_its_batch_size_gets_it_from_the_buffers_shapes():
     import dataclasses
 
