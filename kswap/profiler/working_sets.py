@@ -132,23 +132,24 @@ def replayed_peak(
             kept.add(key)
         else:
             inputs[reader].append(key)
-    nodes = [
-        order.Node(inputs=tuple(inputs[i]), outputs=tuple(outputs[i]))
-        for i in range(len(ops))
-        if inputs[i] or outputs[i] or temps[i]
-    ]
-    if len(nodes) < 3 or len(nodes) > 24:
+    used = [i for i in range(len(ops)) if inputs[i] or outputs[i] or temps[i]]
+    if len(used) < 3 or len(used) > 24:
         return None
-    _, peak = order.min_peak_order(nodes, external, kept)  # start order if it gives up
+    nodes = [order.Node(inputs=tuple(inputs[i]), outputs=tuple(outputs[i])) for i in used]
+    _, most = order.min_peak_order(nodes, external, kept)  # start order if it gives up
     # an op's temporaries on top of what is alive while it runs
-    live_temps = [temps[i] for i in range(len(ops)) if inputs[i] or outputs[i] or temps[i]]
-    return peak + max(live_temps, default=0)
+    return most + max((temps[i] for i in used), default=0)
 
 
-def backward_bytes(buffers, ops, every_op, ordered: bool) -> int:
+def backward_bytes(
+    buffers: Sequence[Allocation],
+    ops: Sequence[OpInterval],
+    every_op: Sequence[OpInterval],
+    ordered: bool,
+) -> int:
     """``backward_bytes``: measured if the block ran ordered, else the least of two derivations."""
-    peak = ordered_peak(buffers)
+    measured = ordered_peak(buffers)
     if ordered:
-        return peak
+        return measured
     replayed = replayed_peak(buffers, ops, every_op)
-    return peak if replayed is None else min(peak, replayed)
+    return measured if replayed is None else min(measured, replayed)

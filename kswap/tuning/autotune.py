@@ -473,11 +473,7 @@ class AutoTune(keras.callbacks.Callback):
         budget = self._budget
         if self.baseline_peak_bytes and budget.fraction is not None:
             budget = int(budget.fraction * self.baseline_peak_bytes)
-        try:
-            whole = make_plan(self.workload, budget, self.link, strategy=self.strategy)
-        except ValueError:
-            self.budget_bytes = None
-            raise
+        whole = make_plan(self.workload, budget, self.link, strategy=self.strategy)
         self.budget_bytes = whole.budget_bytes
         tighter = int(whole.budget_bytes * (1 - self.headroom))
         if tighter >= whole.budget_bytes or whole.predicted_peak_bytes <= tighter:
