@@ -72,9 +72,10 @@ forward):
   the gradients that no block's count holds) the backward-phase buffers of
   no block alive at ``t_e``.
 - ``weight_bytes``: every weight; ``optimizer_bytes``: the optimizer's
-  variables; ``other_bytes``: the rest
-  of what was on the device when the step began (the batch, metrics) plus
-  saved bytes of no block (the loss's).
+  variables; ``other_bytes``: what else was on the device when the step
+  began (the batch, metrics; not the weights, nor the optimizer's
+  variables that were there, nor those in the host tier) plus saved bytes
+  of no block (the loss's).
 
 Example:
     >>> import kswap, keras, numpy as np
@@ -98,6 +99,7 @@ from collections.abc import Collection, Sequence
 import keras
 import numpy as np
 
+from kswap.optimizer_state import host_variables
 from kswap.planning import Block, Workload
 from kswap.profiler import working_sets
 from kswap.profiler.profile import variable_bytes
@@ -498,8 +500,11 @@ def workload_from_trace(
     optimizer = getattr(model, "optimizer", None)
     slots = {id(v): v for v in (optimizer.variables if optimizer is not None else ())}
     optimizer_bytes = sum(variable_bytes(v) for v in slots.values())
+    # slots kept in the host tier were not on the device when the step began
+    on_host = {id(v) for v in host_variables(optimizer)} if optimizer is not None else set()
+    device_slots = sum(variable_bytes(v) for k, v in slots.items() if k not in on_host)
     at_start = trace.timeline("device", step).at(lo)
-    other = max(at_start - weight_bytes - optimizer_bytes, 0) + unowned
+    other = max(at_start - weight_bytes - device_slots, 0) + unowned
     return Workload(
         blocks=tuple(blocks),
         weight_bytes=weight_bytes,

@@ -104,6 +104,36 @@ def test_saved_bytes_go_to_the_block_whose_backward_frees_them():
     assert work.other_bytes == max(1000 - weights - work.optimizer_bytes, 0) + 10
 
 
+def test_slots_in_the_host_tier_are_not_taken_off_the_device_bytes_at_the_start():
+    from kswap.optimizer_state import host_variables, place_optimizer_state
+
+    model = _model()
+    assert place_optimizer_state(model.optimizer, "host", model.trainable_variables)
+    slots = sum(v.numpy().nbytes for v in model.optimizer.variables)
+    on_host = sum(v.numpy().nbytes for v in host_variables(model.optimizer))
+    assert on_host > slots / 2  # Adam's moments; its step count stays on the device
+    weights = sum(v.numpy().nbytes for v in model.weights)
+    # on the device: the weights, the optimizer's step count and 5000 bytes of data
+    resident = weights + (slots - on_host) + 5000
+    trace = _trace()
+    trace = Trace(
+        buffers=(
+            Allocation(
+                size=resident, start_ns=0, end_ns=40 * MS, phase="resident", alive_at_start=True
+            ),
+            *trace.buffers[1:],
+        ),
+        steps=trace.steps,
+        duration_ns=trace.duration_ns,
+        emulated=True,
+        metadata=trace.metadata,
+        ops=trace.ops,
+    )
+    work = workload_from_trace(trace, model)
+    assert work.optimizer_bytes == slots
+    assert work.other_bytes == 5000 + 10  # the data and the loss's saved tensor
+
+
 def test_only_gradients_that_outlive_the_backward_are_held_until_the_update():
     import dataclasses
 
