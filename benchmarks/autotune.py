@@ -18,7 +18,10 @@ processes. Each process:
 Printed per model and process: AutoTune's baseline (measured by it with
 every block kept; ``~`` marks its estimate), the budget it derived from it,
 the device peak measured after its last plan and that peak as a fraction of
-the measured baseline, the rounds, the plan's actions and predicted
+the measured baseline, the rounds (each plan's predicted peak, the measured
+one, and in brackets the measured peak of the bytes the tensors asked for:
+the rest is what the allocator's blocks held beyond them), the plan's
+actions and predicted
 slowdown, and whether the losses are bit-identical (else the largest
 relative difference), beside the difference switching Grappler's remapper
 off makes in the plain model (TensorFlow's own noise); AutoTune's warnings
@@ -103,6 +106,7 @@ def worker(args) -> dict:
                 "target_bytes": r.target_bytes,
                 "predicted_bytes": r.plan.predicted_peak_bytes,
                 "measured_bytes": r.measured_peak_bytes,
+                "tensor_bytes": r.measured_tensor_bytes,
             }
             for r in tune.rounds
         ],
@@ -158,6 +162,7 @@ def main() -> None:
             rounds = "; ".join(
                 f"{mib(d['predicted_bytes'])}->"
                 + ("-" if d["measured_bytes"] is None else mib(d["measured_bytes"]))
+                + ("" if d.get("tensor_bytes") is None else f" ({mib(d['tensor_bytes'])})")
                 for d in r["rounds"]
             )
             rows.append(
@@ -192,7 +197,7 @@ def main() -> None:
                 "budget MiB",
                 "peak after MiB",
                 "of measured baseline",
-                "rounds: predicted->measured MiB",
+                "rounds: predicted->measured (tensors) MiB",
                 "actions",
                 "slots",
                 "predicted slowdown",

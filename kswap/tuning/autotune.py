@@ -16,7 +16,9 @@
    ``fit`` goes on with a training step traced again;
 4. it profiles the next step (after one step that traces it) and compares
    the measured device peak with the budget. Over the budget, it plans again
-   for a budget lowered by the excess, at most ``max_rounds`` plans in all.
+   for a budget lowered by the excess (by at least :data:`TIGHTEN_STEP` of
+   the budget, and until the plan changes), at most ``max_rounds`` plans in
+   all.
    The plan, the measured peak and every round are kept on the callback
    (:attr:`AutoTune.plan`, :attr:`AutoTune.rounds`) and printed with ``verbose``.
 
@@ -69,7 +71,13 @@ from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
 
-__all__ = ["AutoTune", "Round"]
+__all__ = ["AutoTune", "Round", "TIGHTEN_STEP"]
+
+#: The least a round over the budget lowers the next plan's target by, as a
+#: fraction of the budget: the measured peak moves by a few percent from step
+#: to step (the executor's order, the allocator's blocks), so a target lowered
+#: by a small excess alone would give the same plan.
+TIGHTEN_STEP = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,11 +90,18 @@ class Round:
             lowered after a round over it).
         measured_peak_bytes: The device peak of the profiled step after it
             (None if ``fit`` ended first).
+        measured_tensor_bytes: The same step's peak of the bytes its tensors
+            asked for. The difference is what the allocator lost at that
+            moment to rounding and to free blocks it handed out whole
+            (TensorFlow's BFC allocator splits a free block only when it is
+            at least twice the request): it varies from step to step, and
+            the planner's workload carries only the profiled step's share.
     """
 
     plan: Plan
     target_bytes: int
     measured_peak_bytes: int | None = None
+    measured_tensor_bytes: int | None = None
 
 
 def _count(name: str, value, low: int) -> int:
@@ -424,9 +439,9 @@ class AutoTune(keras.callbacks.Callback):
         if self.link is None:
             self.link = transfer.measure_link()
 
-    def _plan(self, target: int | None = None) -> None:
+    def _plan(self, target: int | None = None, plan: Plan | None = None) -> None:
         try:
-            plan = self._make_plan(target)
+            plan = plan or self._make_plan(target)
         except ValueError as e:  # no plan meets the budget: the model stays as it is
             if target is not None:
                 raise
@@ -485,8 +500,11 @@ class AutoTune(keras.callbacks.Callback):
 
     def _measured(self, trace: Trace) -> None:
         peak = trace.peak_bytes("device")
+        tensors = trace.peak_bytes("device", requested=True)
         last = self.rounds[-1]
-        self.rounds[-1] = dataclasses.replace(last, measured_peak_bytes=peak)
+        self.rounds[-1] = dataclasses.replace(
+            last, measured_peak_bytes=peak, measured_tensor_bytes=tensors
+        )
         budget_bytes = self.budget_bytes
         if self.logdir is not None:
             report.write_measurement(
@@ -505,15 +523,16 @@ class AutoTune(keras.callbacks.Callback):
                 f"AutoTune: measured device peak {format_bytes(peak)}, {verdict} the budget "
                 f"{format_bytes(budget_bytes)}"
                 + (" (emulated on CPU)" if not transfer.has_gpu() else "")
+                + f"; tensors {format_bytes(tensors)}, the allocator's blocks "
+                f"{format_bytes(max(peak - tensors, 0))} more"
             )
         if over <= 0:
             self.done = True
             return
         if len(self.rounds) < self.max_rounds:
-            lowest = smallest_budget(self.workload, self.link)
-            target = max(lowest, last.target_bytes - over)
-            if target < last.target_bytes:
-                self._plan(target)
+            tighter = self._tighter(last, over)
+            if tighter is not None:
+                self._plan(tighter.budget_bytes, tighter)
                 return
         self.done = True
         best = min(r.measured_peak_bytes or peak for r in self.rounds)
@@ -528,6 +547,32 @@ class AutoTune(keras.callbacks.Callback):
             f"it keeps {kept}.",
             stacklevel=2,
         )
+
+    def _tighter(self, last: Round, over: int) -> Plan | None:
+        """A plan for a target lowered by ``over`` that differs from ``last``'s, if any.
+
+        The target goes down by the excess, and by at least
+        :data:`TIGHTEN_STEP` of the budget: the measured peak moves by a few
+        percent from step to step, so a plan for a target a few bytes lower
+        would be the same plan. Where it still is, the target goes down by
+        that step again, down to the smallest feasible budget.
+        """
+        lowest = smallest_budget(self.workload, self.link)
+        if lowest >= last.target_bytes:
+            return None
+        step = max(int(TIGHTEN_STEP * self.budget_bytes), 1)
+        target = last.target_bytes - max(over, step)
+        while True:
+            target = max(target, lowest)
+            plan = make_plan(self.workload, target, self.link, strategy=self.strategy)
+            if (plan.actions, plan.optimizer_state) != (
+                last.plan.actions,
+                last.plan.optimizer_state,
+            ):
+                return plan
+            if target == lowest:
+                return None
+            target -= step
 
     def _restore_start(self) -> None:
         actions, tier = self._start

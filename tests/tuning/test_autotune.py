@@ -256,3 +256,22 @@ def test_where_the_headroom_is_out_of_reach_the_first_plan_is_for_the_whole_budg
     plan = tune._make_plan(None)
     assert plan.budget_bytes == tune.budget_bytes == lowest
     assert plan.predicted_peak_bytes <= lowest
+
+
+def test_a_round_a_little_over_the_budget_tightens_to_a_different_plan():
+    from kswap.planning import smallest_budget
+    from kswap.tuning.autotune import TIGHTEN_STEP, Round
+
+    # 4 blocks of 8 MiB: the plans step by one swapped block (8 MiB)
+    tune, keep = _planning_tune(int(40.5 * 2**20), headroom=0)
+    first = tune._make_plan(None)
+    last = Round(first, first.budget_bytes, measured_peak_bytes=tune.budget_bytes + 1)
+    tighter = tune._tighter(last, over=1)
+    # one byte over: lowered by the step at least, until the plan changes
+    assert tighter.budget_bytes <= first.budget_bytes - int(TIGHTEN_STEP * tune.budget_bytes)
+    assert tighter.actions != first.actions
+    assert tighter.predicted_peak_bytes < first.predicted_peak_bytes
+    # from the least-memory plan there is nowhere to go
+    lowest = smallest_budget(tune.workload, tune.link)
+    least = tune._make_plan(lowest)
+    assert tune._tighter(Round(least, lowest), over=1) is None
