@@ -10,14 +10,19 @@
 steps) as ``benchmarks/offload.py`` does. The baseline's process also
 measures the link (``kswap.transfer.measure_link``), builds the planner's
 workload from its own trace (``kswap.profiler.workload.workload_from_trace``,
-last profiled step) and simulates three plans on it with that link:
+last profiled step; it counts the bytes tensors ask for, and records how
+much more the allocator's blocks held at the step's peak) and simulates
+three plans on it with that link:
 everything kept, every block swapped (``all``) and the blocks of kind
 ``"conv"`` swapped (``conv``), prefetch 1, optimizer state on the device. A
 block kswap swaps runs its backward ops one at a time and a kept one runs
 them side by side; the workload holds both working sets (``backward_bytes``
 and ``keep_backward_bytes``) and the simulator takes each block's from its
 action. Predicted peaks are medians over the baseline's processes,
-measured ones over each variant's processes.
+measured ones over each variant's processes. Each plan's predicted peak of
+tensors is held against the measured peak of the bytes tensors asked for;
+that prediction plus the baseline step's allocator extra against the
+allocator's measured device peak.
 
 **Time.** Separate processes on a shared machine drift apart, so step times
 come from one process per model that builds the three variants, profiles
@@ -73,6 +78,7 @@ def _predict(trace, model, link=None, step=None) -> dict:
             "copy_seconds": copies,
         }
     out["profiled_step_seconds"] = work.metadata["step_seconds"]
+    out["allocator_overhead"] = work.metadata["allocator_overhead"]
     out["blocks"] = len(work.blocks)
     out["saved_bytes"] = work.saved_bytes
     return out
@@ -90,6 +96,7 @@ def worker(args) -> None:
     out.pop("trace", None)
     last = len(m.trace.steps) - 1
     out["copy_seconds"] = busy_ns(m.trace, last, "transfer") / 1e9
+    out["tensor_peak_bytes"] = m.trace.peak_bytes("device", requested=True)
     if args.variant == "baseline":
         out["predicted"] = _predict(m.trace, model)
     print(json.dumps(out, default=str))
@@ -190,16 +197,21 @@ def main() -> None:
             if not base:
                 break
             peak = med(r["device_peak_bytes"] for r in runs[v])
+            tensors = med(r["tensor_peak_bytes"] for r in runs[v])
             p_peak = med(r["predicted"][plan]["peak_bytes"] for r in base)
+            extra = med(r["predicted"]["allocator_overhead"] for r in base)
             peaks = [r["device_peak_bytes"] for r in runs[v]]
             rows.append(
                 [
                     name,
                     v,
                     mib(p_peak),
+                    mib(tensors),
+                    _pct(p_peak, tensors),
+                    f"{mib(p_peak * (1 + extra))} (+{extra:.0%})",
                     mib(peak),
                     f"{mib(min(peaks))}-{mib(max(peaks))}",
-                    _pct(p_peak, peak),
+                    _pct(p_peak * (1 + extra), peak),
                 ]
             )
             print(rows[-1], flush=True)
@@ -237,7 +249,17 @@ def main() -> None:
         f"{device_label(emulated)}; measured link: h2d {h2d:.2f} GB/s, d2h {d2h:.2f} GB/s, "
         f"latency {latency:.0f} us (median of {len(links)})\n"
     )
-    headers = ["model", "plan", "predicted peak MiB", "measured peak MiB", "range MiB", "error"]
+    headers = [
+        "model",
+        "plan",
+        "predicted tensors MiB",
+        "measured tensors MiB",
+        "error",
+        "with the allocator's extra MiB",
+        "measured device peak MiB",
+        "range MiB",
+        "error",
+    ]
     print(table(headers, rows))
     print(
         f"\nstep times in one process per model, median of {args.rounds} rounds; "

@@ -309,6 +309,7 @@ def workload_from_trace(
     name: str | None = None,
     ordered_backward: bool | Collection[str] | None = None,
     shared: bool = True,
+    tensor_bytes: bool = True,
 ) -> Workload:
     """Builds the planner's workload from one profiled step (see the module's docstring).
 
@@ -330,10 +331,20 @@ def workload_from_trace(
             reads (``Block.shared``) from the model's graph at the trace's
             batch size (:func:`kswap.estimate.memory.analyze`; a trace shows
             only the last reader).
+        tensor_bytes: Count each buffer at the bytes its tensor asked for
+            (:meth:`~kswap.Trace.tensor_sizes`), not at the block the
+            allocator gave it. The allocator's extra changes from step to
+            step (TensorFlow's BFC allocator hands out a free block whole,
+            up to twice the request) and would make the blocks' bytes, and
+            the plan, depend on the profiled step's luck; it is recorded
+            once instead, in ``metadata["allocator_overhead"]``.
 
     Returns:
         A :class:`~kswap.planning.Workload`; its ``metadata`` records the
-        source, step, batch size, measured step time and device peak.
+        source, step, batch size, measured step time, device peak (the
+        allocator's) and ``allocator_overhead``: how much higher the step's
+        device peak was than that of its tensors' bytes, as a fraction of
+        the latter.
 
     Raises:
         ValueError: The trace has no steps, no ops or no backward ops in the
@@ -349,6 +360,11 @@ def workload_from_trace(
             f"`trace` has no op intervals in step {step}: profile with this version of kswap."
         )
     lo, hi = trace.steps[step]
+    device_peak = trace.peak_bytes("device", step)
+    tensors = trace.tensor_sizes()
+    overhead = device_peak / max(tensors.peak_bytes("device", step), 1) - 1
+    if tensor_bytes:
+        trace = tensors
     layers = block_layers(model)
     names = [n for n, _ in layers]
     index = {n: i for i, n in enumerate(names)}
@@ -519,7 +535,8 @@ def workload_from_trace(
             "batch_size": batch,
             "emulated": trace.emulated,
             "step_seconds": (hi - lo) / 1e9,
-            "device_peak_bytes": trace.peak_bytes("device", step),
+            "device_peak_bytes": device_peak,
+            "allocator_overhead": max(overhead, 0.0),
             "transfer_seconds": transfer,
             "ordered_backward": sorted(ordered) if 0 < len(ordered) < len(names) else bool(ordered),
         },

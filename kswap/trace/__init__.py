@@ -7,6 +7,7 @@ a ``Trace``; ``kswap.trace.optime`` sums op time per layer and phase.
 
 from kswap.trace.build import build_trace, tier_of
 from kswap.trace.model import (
+    GRANULE,
     PHASES,
     RESIDENT,
     TIERS,
@@ -29,6 +30,7 @@ from kswap.trace.xspace import (
 
 __all__ = [
     "Allocation",
+    "GRANULE",
     "MemoryEvent",
     "OpEvent",
     "OpInterval",

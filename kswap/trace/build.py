@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kswap.trace.model import RESIDENT, Allocation, OpInterval, Trace
+from kswap.trace.model import GRANULE, RESIDENT, Allocation, OpInterval, Trace
 from kswap.trace.xspace import MemoryEvent, OpEvent, StepMarker
 
 __all__ = ["build_ops", "build_trace", "in_scope", "tier_of"]
@@ -264,8 +264,8 @@ def _allocation(
 
 
 def _granules(sizes: Iterable[int]) -> int:
-    """Bytes of tensors of ``sizes``, each rounded up to the BFC granule (256)."""
-    return sum(-(-int(s) // 256) * 256 for s in sizes)
+    """Bytes of tensors of ``sizes``, each rounded up to the BFC granule."""
+    return sum(-(-int(s) // GRANULE) * GRANULE for s in sizes)
 
 
 def _residents(

@@ -36,6 +36,7 @@ __all__ = [
     "OpInterval",
     "Timeline",
     "Trace",
+    "GRANULE",
     "TIERS",
     "PHASES",
     "RESIDENT",
@@ -47,6 +48,8 @@ __all__ = [
 TIERS = ("device", "host")
 #: ``Allocation.op`` of bytes already in use when profiling began.
 RESIDENT = "(resident before profiling)"
+#: Bytes TensorFlow's BFC allocator rounds every block up to a multiple of.
+GRANULE = 256
 #: ``by_layer`` key for bytes that belong to no Keras layer.
 UNATTRIBUTED = "(no layer)"
 #: What a buffer's op was doing: running a layer (or the loss) forward,
@@ -355,6 +358,26 @@ class Trace:
         order = {p: i for i, p in enumerate((*PHASES, UNKNOWN_PHASE))}
         rows = sorted(out.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
         return {k: dict(sorted(v.items(), key=lambda pv: order[pv[0]])) for k, v in rows}
+
+    def tensor_sizes(self) -> Trace:
+        """This trace with each buffer at the bytes its tensor asked for.
+
+        The allocator gives a tensor a block of at least its request, rounded
+        up to :data:`GRANULE`; TensorFlow's BFC allocator hands out a free
+        block whole, up to twice the request. That extra depends on which
+        blocks happened to be free, so it changes from step to step and from
+        run to run. A buffer whose request was not recorded (the bytes
+        resident before profiling) keeps its size.
+        """
+        return dataclasses.replace(
+            self,
+            buffers=tuple(
+                b
+                if b.requested_bytes is None
+                else dataclasses.replace(b, size=-(-b.requested_bytes // GRANULE) * GRANULE)
+                for b in self.buffers
+            ),
+        )
 
     def _window(self, step: int | None) -> tuple[int, int]:
         if step is None:

@@ -134,6 +134,11 @@ class AutoTune(keras.callbacks.Callback):
             The measured peak is always held against the whole budget; 0
             plans to the budget itself. Where no plan meets the budget less
             the headroom, the first plan is made for the whole budget.
+            Plans are made for the bytes the tensors ask for; the budget is
+            of the allocator's bytes, so the first plan's target is also
+            divided by one plus the allocator's extra at the profiled
+            step's peak (``workload.metadata["allocator_overhead"]``: on
+            CPU 5-28% in ``fit``).
         logdir: Where the profiler writes its traces (kept, for
             TensorBoard's Profile plugin) and, under ``logdir/kswap``, each
             round's scalars, plan and device memory image
@@ -218,6 +223,18 @@ class AutoTune(keras.callbacks.Callback):
     def plan(self) -> Plan | None:
         """The plan applied last (None before the first)."""
         return self.rounds[-1].plan if self.rounds else None
+
+    @property
+    def allocator_overhead(self) -> float:
+        """How much higher the profiled step's device peak was than its tensors' (a fraction).
+
+        The planner's workload counts the bytes tensors ask for; the
+        allocator's blocks hold more (0 before a step was profiled, and for a
+        workload estimated from the model).
+        """
+        if self.workload is None:
+            return 0.0
+        return float(self.workload.metadata.get("allocator_overhead", 0.0))
 
     @property
     def measured_peak_bytes(self) -> int | None:
@@ -415,7 +432,9 @@ class AutoTune(keras.callbacks.Callback):
         estimate = simulate(self.workload, "keep", self.link, optimizer_state="device")
         if smallest_budget(self.workload, self.link) > self._budget.resolve(estimate.peak_bytes):
             return False  # no plan meets even the estimate's fraction: say so now
-        if capacity is not None and estimate.peak_bytes > capacity.resolve(0):
+        if capacity is not None and estimate.peak_bytes * (
+            1 + self.allocator_overhead
+        ) > capacity.resolve(0):
             return False
         apply_plan(self.model, "keep")
         if self._start[1] == "host":
@@ -460,28 +479,31 @@ class AutoTune(keras.callbacks.Callback):
                 if self.baseline_peak_bytes
                 else f"estimated baseline {format_bytes(plan.baseline_peak_bytes)}"
             )
-            target = format_bytes(plan.budget_bytes or 0)
+            target = format_bytes(plan.budget_bytes or 0) + " of tensors"
             if len(self.rounds) == 1 and plan.budget_bytes != self.budget_bytes:
                 target += (
-                    f", the budget {format_bytes(self.budget_bytes)} less "
-                    f"{self.headroom:.0%} headroom"
+                    f" (the budget {format_bytes(self.budget_bytes)}, {self.headroom:.0%} "
+                    f"headroom, the allocator's blocks +{self.allocator_overhead:.0%} "
+                    "at the profiled peak)"
                 )
             print(
                 f"AutoTune: plan {len(self.rounds)} for {target} "
                 f"({baseline}): {_counts(plan)}; optimizer "
                 f"state on the {plan.optimizer_state}; predicted peak "
-                f"{format_bytes(plan.predicted_peak_bytes)}, step x{plan.slowdown:.2f}"
+                f"{format_bytes(plan.predicted_peak_bytes)} of tensors, step x{plan.slowdown:.2f}"
             )
             if self.verbose > 1:
                 print(plan.table(self.workload))
 
     def _make_plan(self, target: int | None) -> Plan:
-        """The plan for ``target`` bytes, or (None) for the budget less the headroom.
+        """The plan for ``target`` bytes of tensors, or (None) the first plan.
 
-        The first plan resolves the budget (:attr:`budget_bytes`). Where no
-        plan meets the budget less the headroom, it is made for the whole
-        budget; where none meets that either, the planner's ``ValueError``
-        (naming the smallest feasible budget) is raised.
+        The first plan resolves the budget (:attr:`budget_bytes`), and is
+        made for the budget less the headroom and less the allocator's extra
+        (:attr:`allocator_overhead`); where no plan meets that, for the budget
+        less the allocator's extra, then for the whole budget; where none
+        meets the whole budget either, the planner's ``ValueError`` (naming
+        the smallest feasible budget) is raised.
         """
         if target is not None:
             return make_plan(self.workload, target, self.link, strategy=self.strategy)
@@ -490,13 +512,18 @@ class AutoTune(keras.callbacks.Callback):
             budget = int(budget.fraction * self.baseline_peak_bytes)
         whole = make_plan(self.workload, budget, self.link, strategy=self.strategy)
         self.budget_bytes = whole.budget_bytes
-        tighter = int(whole.budget_bytes * (1 - self.headroom))
-        if tighter >= whole.budget_bytes or whole.predicted_peak_bytes <= tighter:
-            return whole
-        try:
-            return make_plan(self.workload, tighter, self.link, strategy=self.strategy)
-        except ValueError:  # the headroom is out of reach: the whole budget, then
-            return whole
+        extra = 1 + self.allocator_overhead
+        for tighter in (
+            int(whole.budget_bytes * (1 - self.headroom) / extra),
+            int(whole.budget_bytes / extra),
+        ):
+            if tighter >= whole.budget_bytes or whole.predicted_peak_bytes <= tighter:
+                return whole
+            try:
+                return make_plan(self.workload, tighter, self.link, strategy=self.strategy)
+            except ValueError:  # out of reach: a looser target, then
+                continue
+        return whole
 
     def _measured(self, trace: Trace) -> None:
         peak = trace.peak_bytes("device")

@@ -134,6 +134,30 @@ def test_slots_in_the_host_tier_are_not_taken_off_the_device_bytes_at_the_start(
     assert work.other_bytes == 5000 + 10  # the data and the loss's saved tensor
 
 
+def test_buffers_count_at_their_tensors_bytes_and_the_allocators_extra_is_recorded():
+    import dataclasses
+
+    trace = _trace()
+    # the allocator gave relu's 200-byte output a free block of 1000 (unsplit, as BFC does)
+    buffers = tuple(
+        dataclasses.replace(b, size=1000, requested_bytes=200)
+        if (b.layer, b.phase, b.size) == ("relu", "forward", 200)
+        else b
+        for b in trace.buffers
+    )
+    trace = dataclasses.replace(trace, buffers=buffers)
+    work = workload_from_trace(trace, _model())
+    # relu's backward frees conv's output (300) and its own (200, in 256-byte granules)
+    assert {b.name: b.saved_bytes for b in work.blocks}["relu"] == 300 + 256
+    tensors = trace.tensor_sizes()
+    assert work.metadata["device_peak_bytes"] == trace.peak_bytes("device", 0)
+    overhead = trace.peak_bytes("device", 0) / tensors.peak_bytes("device", 0) - 1
+    assert work.metadata["allocator_overhead"] == pytest.approx(overhead) and overhead > 0.2
+    # counted as the allocator's blocks, relu holds the whole block
+    blocks = workload_from_trace(trace, _model(), tensor_bytes=False)
+    assert {b.name: b.saved_bytes for b in blocks.blocks}["relu"] == 300 + 1000
+
+
 def test_only_gradients_that_outlive_the_backward_are_held_until_the_update():
     import dataclasses
 

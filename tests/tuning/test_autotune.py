@@ -275,3 +275,18 @@ def test_a_round_a_little_over_the_budget_tightens_to_a_different_plan():
     lowest = smallest_budget(tune.workload, tune.link)
     least = tune._make_plan(lowest)
     assert tune._tighter(Round(least, lowest), over=1) is None
+
+
+def test_the_first_plan_leaves_the_allocators_extra_of_the_profiled_step_free():
+    import dataclasses
+
+    budget = int(40.5 * 2**20)
+    tune, _ = _planning_tune(budget, headroom=0)
+    assert tune.allocator_overhead == 0.0  # none recorded: the workload's own bytes
+    tune.workload = dataclasses.replace(tune.workload, metadata={"allocator_overhead": 0.25})
+    assert tune.allocator_overhead == 0.25
+    plan = tune._make_plan(None)
+    # the plan's tensors may take a fifth less, so that the allocator's blocks fit the budget
+    assert tune.budget_bytes == budget
+    assert plan.budget_bytes == int(budget / 1.25)
+    assert plan.predicted_peak_bytes <= budget / 1.25
