@@ -14,7 +14,9 @@ feeds a ``tf.data`` dataset batched with ``drop_remainder=True``, so the step
 is traced with the batch size known, where arrays give ``fit``'s unknown
 batch dimension, and ``-recompute-loops`` recomputes recurrent layers instead
 of replaying their loops, as kswap did before it could),
-``plan:PATH`` (``kswap.OffloadingModel(model, policy=Plan)`` of a plan saved
+``autotune@F`` (the first plan ``kswap.AutoTune(F)`` makes, made from
+profiles in the variant's own process, outside ``fit``: no training arrays
+in the allocator), ``plan:PATH`` (``kswap.OffloadingModel(model, policy=Plan)`` of a plan saved
 as JSON, such as the one ``benchmarks/autotune.py --plans DIR`` keeps of
 AutoTune's last round), ``remat`` (the model built inside
 ``keras.RematScope(mode="full")``) and
@@ -163,6 +165,9 @@ def worker(args) -> None:
 
         x = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True)
         y = batch = None
+    plan = None
+    if args.variant.startswith("autotune"):
+        model, plan = _autotuned(model, float(args.variant.partition("@")[2] or 0.5), x, y, batch)
     try:
         m = kswap.measure(model, x, y, steps=args.steps, batch_size=batch)
     except Exception as e:  # report a configuration that cannot train, and go on
@@ -173,7 +178,47 @@ def worker(args) -> None:
     out = m.to_dict()
     out["floor_bytes"], out["floor_grads_bytes"] = _floor(m.trace)
     out["tensor_peak_bytes"] = m.trace.peak_bytes("device", requested=True)
+    if plan is not None:
+        out["plan"] = {
+            "counts": plan.counts(),
+            "optimizer_state": plan.optimizer_state,
+            "target_bytes": plan.budget_bytes,
+            "budget_bytes": model._kswap_budget_bytes,
+            "predicted_bytes": plan.predicted_peak_bytes,
+        }
     print(json.dumps(out))
+
+
+def _autotuned(model, fraction: float, x, y, batch: int):
+    """``OffloadingModel(model)`` with the first plan ``kswap.AutoTune(fraction)`` makes.
+
+    Made as AutoTune makes it, from profiles taken here rather than inside
+    ``fit``: the workload of a step with the model's own actions, the
+    baseline measured with every block kept and the slots on the device,
+    and AutoTune's first plan for the fraction of it (its headroom and the
+    allocator's extra left free).
+    """
+    import kswap
+    from kswap import transfer
+    from kswap.planning import parse_budget
+    from kswap.profiler.workload import workload_from_trace
+    from kswap.tuning import apply_plan
+
+    off = kswap.OffloadingModel(model)
+    tune = kswap.AutoTune(fraction, verbose=0)
+    trace = kswap.profile(off, x, y, steps=2, batch_size=batch)
+    tune.workload = workload_from_trace(trace, off)
+    tune.link = transfer.measure_link()
+    apply_plan(off, "keep")
+    off.make_train_function(force=True)
+    kept = kswap.profile(off, x, y, steps=2, batch_size=batch)
+    tune.baseline_peak_bytes = kept.peak_bytes("device", len(kept.steps) - 1)
+    tune._budget = parse_budget(fraction)
+    plan = tune._make_plan(None)
+    apply_plan(off, plan)
+    off.make_train_function(force=True)
+    off._kswap_budget_bytes = tune.budget_bytes
+    return off, plan
 
 
 def _floor(trace) -> tuple[int, int]:
