@@ -23,8 +23,13 @@ one, and in brackets the measured peak of the bytes the tensors asked for:
 the rest is what the allocator's blocks held beyond them), the plan's
 actions and predicted
 slowdown, and whether the losses are bit-identical (else the largest
-relative difference), beside the difference switching Grappler's remapper
-off makes in the plain model (TensorFlow's own noise); AutoTune's warnings
+relative difference), beside the differences that switching Grappler's
+remapper off and training the plain model once more make (TensorFlow's own
+noise: with its default inter-op threads, TensorFlow's CPU ``AddN`` sums a
+gradient's terms in an order that changes from run to run, and Adam grows
+that to ~1e-2 in the loss within a few steps at 96x96, batch 32;
+``--inter-op-threads 1`` makes the plain model repeat itself bit for bit,
+and then kswap must match it bit for bit); AutoTune's warnings
 are in the JSON. Without a GPU, device memory is emulated on CPU:0.
 """
 
@@ -78,6 +83,11 @@ def worker(args) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests.layers.exactness import remapper
 
+    if args.inter_op_threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+
     model = _build(args.model, args.input)
     x, y = synthetic_data(model, args.batch * args.steps)
     baseline = kswap.profile(model, x, y, steps=2, batch_size=args.batch)
@@ -89,6 +99,7 @@ def worker(args) -> dict:
         losses = _fit(kswap.OffloadingModel(model), x, y, args.batch, [tune])
     seconds = time.perf_counter() - t0
     reference = _fit(_build(args.model, args.input), x, y, args.batch)
+    again = _fit(_build(args.model, args.input), x, y, args.batch)  # TensorFlow's run-to-run
     with remapper(False):  # TensorFlow's own noise: its op fusions switched off
         noise = _fit(_build(args.model, args.input), x, y, args.batch)
     plan = tune.plan
@@ -118,6 +129,8 @@ def worker(args) -> dict:
         "bit_identical": losses == reference,
         "max_loss_rel_diff": _deviation(losses, reference),
         "remapper_off_rel_diff": _deviation(noise, reference),
+        "plain_again_rel_diff": _deviation(again, reference),
+        "inter_op_threads": args.inter_op_threads,
         "warnings": [str(w.message) for w in caught if "kswap" in str(w.message)],
         "fit_seconds": seconds,
         "emulated": not kswap.transfer.has_gpu(),
@@ -137,13 +150,26 @@ def main() -> None:
     p.add_argument("--link", default=None, help="a preset name; default: measured")
     p.add_argument("--out", default=None, help="also write the results as JSON here")
     p.add_argument("--plans", default=None, help="keep AutoTune's last plans here (JSON)")
+    p.add_argument(
+        "--inter-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow's inter-op threads in each process (0: its default). With 1 the "
+        "plain model repeats itself bit for bit, and so must kswap",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         print(json.dumps(worker(args)))
         return
-    options = dict(input=args.input, batch=args.batch, budget=args.budget, steps=args.steps)
+    options = dict(
+        input=args.input,
+        batch=args.batch,
+        budget=args.budget,
+        steps=args.steps,
+        inter_op_threads=args.inter_op_threads,
+    )
     if args.link:
         options["link"] = args.link
     if args.plans:
@@ -180,6 +206,7 @@ def main() -> None:
                     "-" if r["slowdown"] is None else f"{r['slowdown']:.2f}",
                     "yes" if r["bit_identical"] else f"{r['max_loss_rel_diff']:.1e}",
                     f"{r['remapper_off_rel_diff']:.1e}",
+                    f"{r['plain_again_rel_diff']:.1e}",
                 ]
             )
             print(f"{name} process {i + 1}: {json.dumps(r)}", flush=True)
@@ -203,6 +230,7 @@ def main() -> None:
                 "predicted slowdown",
                 "losses bit-identical",
                 "remapper off",
+                "plain again",
             ],
             rows,
         )
