@@ -86,8 +86,9 @@ def run_demo(options: Options) -> dict:
         counts = ", ".join(f"{n} {kind}" for kind, n in plan["counts"].items())
         print(
             f"plan ({plan['strategy']}): {counts}; optimizer state on the "
-            f"{plan['optimizer_state']}; predicted peak {plan['predicted_peak_bytes'] / 2**20:,.1f}"
-            f" MiB, predicted step x{plan['slowdown']:.2f}"
+            f"{plan['optimizer_state']}; predicted peak of tensors "
+            f"{plan['predicted_peak_bytes'] / 2**20:,.1f} MiB, "
+            f"predicted step x{plan['slowdown']:.2f}"
             + (" (not kept)" if tuned.get("restored") else "")
         )
         print(

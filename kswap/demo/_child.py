@@ -146,6 +146,7 @@ def _decided(tune) -> dict:
                 "target_bytes": r.target_bytes,
                 "predicted_bytes": r.plan.predicted_peak_bytes,
                 "measured_bytes": r.measured_peak_bytes,
+                "tensor_bytes": r.measured_tensor_bytes,
             }
             for r in tune.rounds
         ],

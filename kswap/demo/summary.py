@@ -84,9 +84,11 @@ def autotune_lines(r: dict) -> list[str]:
     lines = [f"AutoTune's budget: {_mib(budget)} {of}".rstrip()]
     for i, d in enumerate(r["rounds"], 1):
         measured = "not measured" if d["measured_bytes"] is None else _mib(d["measured_bytes"])
+        if d.get("tensor_bytes") is not None:
+            measured += f" (its tensors {_mib(d['tensor_bytes'])})"
         lines.append(
-            f"  plan {i}: for {_mib(d['target_bytes'])}, predicted {_mib(d['predicted_bytes'])}, "
-            f"measured {measured}"
+            f"  plan {i}: for {_mib(d['target_bytes'])} of tensors, predicted "
+            f"{_mib(d['predicted_bytes'])}, measured {measured}"
         )
     if r.get("restored"):
         lines.append(
