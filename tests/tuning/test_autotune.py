@@ -290,3 +290,15 @@ def test_the_first_plan_leaves_the_allocators_extra_of_the_profiled_step_free():
     assert tune.budget_bytes == budget
     assert plan.budget_bytes == int(budget / 1.25)
     assert plan.predicted_peak_bytes <= budget / 1.25
+
+
+def test_a_round_far_over_the_budget_tightens_by_its_measured_to_predicted_ratio():
+    from kswap.tuning.autotune import Round
+
+    tune, keep = _planning_tune(int(40.5 * 2**20))
+    first = tune._make_plan(None)
+    over = tune.budget_bytes // 4  # measured 1.25x the budget
+    tighter = tune._tighter(Round(first, first.budget_bytes), over=over)
+    ratio = first.predicted_peak_bytes / (tune.budget_bytes + over)
+    assert tighter.budget_bytes <= int(tune.budget_bytes * 0.95 * ratio)
+    assert tighter.budget_bytes < first.budget_bytes - over  # further than the excess alone
