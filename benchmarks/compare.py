@@ -621,6 +621,23 @@ def parse_args(argv=None):
     return args
 
 
+def _write(args, rows: list[dict], all_runs: dict[str, dict]) -> str:
+    """Writes compare.md, compare.json and compare.png for the models measured so far."""
+    emulated = any(
+        r.get("emulated", False) for runs in all_runs.values() for rs in runs.values() for r in rs
+    )
+    text = markdown(rows, args, emulated)
+    with open(os.path.join(args.out, "compare.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        options = {k: v for k, v in vars(args).items() if k not in ("worker", "model", "method")}
+        json.dump(
+            {"options": options, "emulated": emulated, "rows": rows, "runs": all_runs}, f, indent=1
+        )
+    plot(rows, os.path.join(args.out, "compare.png"), args.batch, emulated)
+    return text
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.precision is None:
@@ -643,18 +660,7 @@ def main(argv=None) -> None:
             runs = measure_model(args, model, args.methods, tmp)
             all_runs[model] = runs
             rows += summarize(model, runs, args.batch)
-    emulated = any(
-        r.get("emulated", False) for runs in all_runs.values() for rs in runs.values() for r in rs
-    )
-    text = markdown(rows, args, emulated)
-    with open(os.path.join(args.out, "compare.md"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
-        options = {k: v for k, v in vars(args).items() if k not in ("worker", "model", "method")}
-        json.dump(
-            {"options": options, "emulated": emulated, "rows": rows, "runs": all_runs}, f, indent=1
-        )
-    plot(rows, os.path.join(args.out, "compare.png"), args.batch, emulated)
+            text = _write(args, rows, all_runs)  # after each model: a stopped run keeps them
     print(text)
     print(f"({time.perf_counter() - t0:.0f} s; written to {args.out})", file=sys.stderr)
 
