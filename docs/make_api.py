@@ -109,6 +109,8 @@ NOTES: dict[str, str] = {
     "before profiling began).",
     "kswap.trace.RESIDENT": "The layer name of bytes in use before profiling began that "
     "belong to no layer.",
+    "kswap.trace.GRANULE": "The bytes TensorFlow's BFC allocator rounds every block up to "
+    "a multiple of (256): ``Trace.tensor_sizes`` rounds each request up to it.",
     "kswap.trace.STEP_MARKER": "The name of the trace event kswap puts around each profiled step.",
     "kswap.trace.TIERS": "The memory tiers: ``device`` and ``host``.",
     "kswap.trace.UNATTRIBUTED": "The layer name of what belongs to no layer (the loss, the "
