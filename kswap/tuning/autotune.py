@@ -137,8 +137,9 @@ class AutoTune(keras.callbacks.Callback):
             Plans are made for the bytes the tensors ask for; the budget is
             of the allocator's bytes, so the first plan's target is also
             divided by one plus the allocator's extra at the profiled
-            step's peak (``workload.metadata["allocator_overhead"]``: on
-            CPU 5-28% in ``fit``).
+            step's peak (``workload.metadata["allocator_overhead"]``; in
+            ``fit`` on CPU the measured peaks held 3-17% more in blocks than
+            in tensors, docs/benchmarks.md).
         logdir: Where the profiler writes its traces (kept, for
             TensorBoard's Profile plugin) and, under ``logdir/kswap``, each
             round's scalars, plan and device memory image
@@ -583,8 +584,8 @@ class AutoTune(keras.callbacks.Callback):
         a few percent from step to step, so a plan for a target a few bytes
         lower would be the same plan), and to where the last round's
         measured-to-predicted ratio puts the budget less the headroom, if
-        that is lower: in ``fit`` a plan's device peak ran 7-9% over its
-        prediction of tensors and a further 4-21% over in the allocator's
+        that is lower: in ``fit`` a plan's device peak ran up to 7% over its
+        prediction of tensors and a further 5-10% over in the allocator's
         blocks (ResNet50, 96x96, batch 32), steadily enough within a run.
         Where the plan is still the same, the target goes down by the step
         again, down to the smallest feasible budget.
