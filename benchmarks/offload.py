@@ -152,6 +152,10 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
 
 
 def worker(args) -> None:
+    if args.inter_op_threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     import kswap
     from kswap.modelspec import synthetic_data
 
@@ -265,6 +269,7 @@ def _run(args, name: str, variant: str) -> dict:
         batch=args.batch,
         steps=args.steps,
         optimizer=args.optimizer,
+        inter_op_threads=args.inter_op_threads,
     )
 
 
@@ -308,6 +313,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--optimizer", default="adam", help="a Keras optimizer name")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per configuration")
+    p.add_argument(
+        "--inter-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow's inter-op threads in each process (0: its default)",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)

@@ -33,6 +33,7 @@ __all__ = [
     "DEVICE_SCOPE",
     "has_gpu",
     "device_name",
+    "one_inter_op_thread",
     "to_host",
     "to_device",
     "list_to_host",
@@ -60,6 +61,16 @@ def has_gpu() -> bool:
 def device_name() -> str:
     """The device kswap treats as "the device": ``/GPU:0``, or ``/CPU:0`` if emulated."""
     return "/GPU:0" if has_gpu() else "/CPU:0"
+
+
+def one_inter_op_thread() -> bool:
+    """Whether TensorFlow was set to run ops on one inter-op thread.
+
+    Then its executor runs a block's copy to the host only when the chain of
+    forward ops it follows has nothing ready: after the whole forward, with
+    every activation still on the device.
+    """
+    return tf.config.threading.get_inter_op_parallelism_threads() == 1
 
 
 def to_host(x: tf.Tensor) -> tf.Tensor:
