@@ -62,6 +62,24 @@ def per_model(description: str, code: str, **defaults):
     return args, pairs
 
 
+def inter_op_threads_arg(parser, help_extra: str = "") -> None:
+    """The ``--inter-op-threads`` option: TensorFlow's inter-op threads in each worker."""
+    parser.add_argument(
+        "--inter-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow's inter-op threads in each process (0: its default)" + help_extra,
+    )
+
+
+def set_inter_op_threads(n: int) -> None:
+    """Sets TensorFlow's inter-op threads (0 leaves its default); before it starts."""
+    if n:
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(n)
+
+
 def table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -43,7 +43,14 @@ import sys
 import time
 import warnings
 
-from _common import device_label, mib, run_worker, table
+from _common import (
+    device_label,
+    inter_op_threads_arg,
+    mib,
+    run_worker,
+    set_inter_op_threads,
+    table,
+)
 from offload import build_variant
 
 
@@ -83,10 +90,7 @@ def worker(args) -> dict:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests.layers.exactness import remapper
 
-    if args.inter_op_threads:
-        import tensorflow as tf
-
-        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    set_inter_op_threads(args.inter_op_threads)
 
     model = _build(args.model, args.input)
     x, y = synthetic_data(model, args.batch * args.steps)
@@ -150,12 +154,8 @@ def main() -> None:
     p.add_argument("--link", default=None, help="a preset name; default: measured")
     p.add_argument("--out", default=None, help="also write the results as JSON here")
     p.add_argument("--plans", default=None, help="keep AutoTune's last plans here (JSON)")
-    p.add_argument(
-        "--inter-op-threads",
-        type=int,
-        default=0,
-        help="TensorFlow's inter-op threads in each process (0: its default). With 1 the "
-        "plain model repeats itself bit for bit, and so must kswap",
+    inter_op_threads_arg(
+        p, ". With 1 the plain model repeats itself bit for bit, and so must kswap"
     )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", default=None, help=argparse.SUPPRESS)

@@ -50,7 +50,14 @@ import re
 import statistics
 
 import numpy as np
-from _common import device_label, mib, run_worker, table
+from _common import (
+    device_label,
+    inter_op_threads_arg,
+    mib,
+    run_worker,
+    set_inter_op_threads,
+    table,
+)
 
 MODELS = {
     "ResNet50": {},
@@ -152,10 +159,7 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
 
 
 def worker(args) -> None:
-    if args.inter_op_threads:
-        import tensorflow as tf
-
-        tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    set_inter_op_threads(args.inter_op_threads)
     import kswap
     from kswap.modelspec import synthetic_data
 
@@ -171,7 +175,8 @@ def worker(args) -> None:
         y = batch = None
     plan = None
     if args.variant.startswith("autotune"):
-        model, plan = _autotuned(model, float(args.variant.partition("@")[2] or 0.5), x, y, batch)
+        fraction = float(args.variant.partition("@")[2] or 0.5)
+        model, plan, budget_bytes = _autotuned(model, fraction, x, y, batch)
     try:
         m = kswap.measure(model, x, y, steps=args.steps, batch_size=batch)
     except Exception as e:  # report a configuration that cannot train, and go on
@@ -187,7 +192,7 @@ def worker(args) -> None:
             "counts": plan.counts(),
             "optimizer_state": plan.optimizer_state,
             "target_bytes": plan.budget_bytes,
-            "budget_bytes": model._kswap_budget_bytes,
+            "budget_bytes": budget_bytes,
             "predicted_bytes": plan.predicted_peak_bytes,
         }
     print(json.dumps(out))
@@ -195,6 +200,8 @@ def worker(args) -> None:
 
 def _autotuned(model, fraction: float, x, y, batch: int):
     """``OffloadingModel(model)`` with the first plan ``kswap.AutoTune(fraction)`` makes.
+
+    Returns the model, the plan and the budget in bytes it was made for.
 
     Made as AutoTune makes it, from profiles taken here rather than inside
     ``fit``: the workload of a step with the model's own actions, the
@@ -221,8 +228,7 @@ def _autotuned(model, fraction: float, x, y, batch: int):
     plan = tune._make_plan(None)
     apply_plan(off, plan)
     off.make_train_function(force=True)
-    off._kswap_budget_bytes = tune.budget_bytes
-    return off, plan
+    return off, plan, tune.budget_bytes
 
 
 def _floor(trace) -> tuple[int, int]:
@@ -313,12 +319,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--optimizer", default="adam", help="a Keras optimizer name")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per configuration")
-    p.add_argument(
-        "--inter-op-threads",
-        type=int,
-        default=0,
-        help="TensorFlow's inter-op threads in each process (0: its default)",
-    )
+    inter_op_threads_arg(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kswap.trace.model import GRANULE, RESIDENT, Allocation, OpInterval, Trace
+from kswap.trace.model import RESIDENT, Allocation, OpInterval, Trace, granule_bytes
 from kswap.trace.xspace import MemoryEvent, OpEvent, StepMarker
 
 __all__ = ["build_ops", "build_trace", "in_scope", "tier_of"]
@@ -265,7 +265,7 @@ def _allocation(
 
 def _granules(sizes: Iterable[int]) -> int:
     """Bytes of tensors of ``sizes``, each rounded up to the BFC granule."""
-    return sum(-(-int(s) // GRANULE) * GRANULE for s in sizes)
+    return sum(granule_bytes(s) for s in sizes)
 
 
 def _residents(

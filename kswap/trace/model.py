@@ -50,6 +50,13 @@ TIERS = ("device", "host")
 RESIDENT = "(resident before profiling)"
 #: Bytes TensorFlow's BFC allocator rounds every block up to a multiple of.
 GRANULE = 256
+
+
+def granule_bytes(size: int) -> int:
+    """``size`` bytes rounded up to a whole number of :data:`GRANULE` s."""
+    return -(-int(size) // GRANULE) * GRANULE
+
+
 #: ``by_layer`` key for bytes that belong to no Keras layer.
 UNATTRIBUTED = "(no layer)"
 #: What a buffer's op was doing: running a layer (or the loss) forward,
@@ -374,7 +381,7 @@ class Trace:
             buffers=tuple(
                 b
                 if b.requested_bytes is None
-                else dataclasses.replace(b, size=-(-b.requested_bytes // GRANULE) * GRANULE)
+                else dataclasses.replace(b, size=granule_bytes(b.requested_bytes))
                 for b in self.buffers
             ),
         )

@@ -16,9 +16,9 @@
    ``fit`` goes on with a training step traced again;
 4. it profiles the next step (after one step that traces it) and compares
    the measured device peak with the budget. Over the budget, it plans again
-   for a budget lowered by the excess (by at least :data:`TIGHTEN_STEP` of
-   the budget, and until the plan changes), at most ``max_rounds`` plans in
-   all.
+   for a lower target (:meth:`AutoTune._tighter`: by the excess, by at least
+   :data:`TIGHTEN_STEP` of the budget, by the round's predicted-to-measured
+   ratio, and until the plan changes), at most ``max_rounds`` plans in all.
    The plan, the measured peak and every round are kept on the callback
    (:attr:`AutoTune.plan`, :attr:`AutoTune.rounds`) and printed with ``verbose``.
 
