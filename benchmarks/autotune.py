@@ -16,7 +16,9 @@ processes. Each process:
    ``fit`` and compares the per-step losses with those of step 2.
 
 Printed per model and process: AutoTune's baseline (measured by it with
-every block kept; ``~`` marks its estimate), the budget it derived from it,
+every block kept; ``~`` marks its estimate), what the CPU's allocator held
+before training beyond the model's variables (``fit``'s input arrays, which
+AutoTune counts as host memory when the device is emulated; 0 on a GPU), the budget it derived from it,
 the device peak measured after its last plan and that peak as a fraction of
 the measured baseline, the rounds (each plan's predicted peak, the measured
 one, and in brackets the measured peak of the bytes the tensors asked for:
@@ -115,6 +117,7 @@ def worker(args) -> dict:
         "estimated_baseline_bytes": plan.baseline_peak_bytes if plan else None,
         "autotune_baseline_bytes": tune.baseline_peak_bytes,
         "budget_bytes": tune.budget_bytes,
+        "held_bytes": tune.held_bytes,
         "start_peak_bytes": tune.start_peak_bytes,
         "rounds": [
             {
@@ -197,6 +200,7 @@ def main() -> None:
                     i + 1,
                     mib(base),
                     _baseline(r),
+                    mib(r.get("held_bytes") or 0),
                     "-" if r["budget_bytes"] is None else mib(r["budget_bytes"]),
                     "-" if final is None else mib(final),
                     "-" if final is None else f"{final / base:.3f}",
@@ -221,6 +225,7 @@ def main() -> None:
                 "process",
                 "measured baseline MiB",
                 "AutoTune's baseline MiB",
+                "held before training MiB",
                 "budget MiB",
                 "peak after MiB",
                 "of measured baseline",

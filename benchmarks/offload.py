@@ -65,6 +65,11 @@ MODELS = {
     "VGG16": {"include_top": False},
 }
 
+#: Other builds of a keras.applications model: name -> (constructor, arguments).
+#: ``VGG16`` above is its convolutional base; ``VGG16-top`` is VGG16 as Keras
+#: builds it by default, with its classifier (two Dense of 4096, 10 classes).
+APPLICATION_BUILDS = {"VGG16-top": ("VGG16", {})}
+
 
 def lstm_model(input_shape=(100,), classes=10):
     """Embedding(1000, 64), LSTM(256, return_sequences=True), LSTM(256), Dense over tokens."""
@@ -127,8 +132,9 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
             model = {**SEQUENCE_MODELS, **IMAGE_MODELS}[name](shape)
             model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
             return model
+        application, kwargs = APPLICATION_BUILDS.get(name, (name, MODELS.get(name, {})))
         return build_model(
-            f"keras.applications.{name}", shape, optimizer=optimizer, **MODELS.get(name, {})
+            f"keras.applications.{application}", shape, optimizer=optimizer, **kwargs
         )
 
     if variant.startswith("plan:"):

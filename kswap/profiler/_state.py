@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 
-__all__ = ["preserved_state"]
+__all__ = ["model_variables", "preserved_state"]
 
 
-def _variables(model) -> list:
+def model_variables(model) -> list:
+    """The variables of ``model``, its metrics and its optimizer, each once."""
     seen, out = set(), []
     groups = [model.variables, getattr(model, "metrics_variables", [])]
     if model.optimizer is not None:
@@ -32,7 +33,7 @@ def preserved_state(model, sample_batch):
     optimizer = model.optimizer
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
-    variables = _variables(model)
+    variables = model_variables(model)
     values = [v.numpy() for v in variables]
     try:
         yield

@@ -33,7 +33,7 @@ import tensorflow as tf
 from kswap import _env, transfer
 from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
-from kswap.profiler._state import preserved_state
+from kswap.profiler._state import model_variables, preserved_state
 from kswap.profiler.attribution import (
     copies_one_tensor,
     layer_from_inputs,
@@ -43,12 +43,15 @@ from kswap.profiler.attribution import (
     step_op_name,
 )
 from kswap.trace import STEP_MARKER, Trace, build_trace, read_xspace
+from kswap.trace.model import granule_bytes
 
 __all__ = [
     "FitSteps",
     "OPTIMIZER",
+    "HELD_BEFORE_TRAINING",
     "OPTIMIZER_UPDATE",
     "ProfilerBusyError",
+    "held_before_training",
     "profile",
     "run_steps",
     "variable_bytes",
@@ -58,6 +61,9 @@ __all__ = [
 OPTIMIZER = "(optimizer state)"
 #: ``Trace.by_layer`` key of the optimizer's temporaries during its update.
 OPTIMIZER_UPDATE = "(optimizer update)"
+#: ``Trace.by_layer`` key (host tier, emulation only) of what the process held
+#: in the allocator before training began beyond the model's variables.
+HELD_BEFORE_TRAINING = "(held before training)"
 
 
 class ProfilerBusyError(RuntimeError):
@@ -286,8 +292,32 @@ def step_graphs(names: set[str], wanted: set[str]) -> list[dict[str, tuple[str, 
     return graphs
 
 
-def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
-    """Builds kswap's :class:`Trace` of a profiler file written for ``model``."""
+def held_before_training(model) -> int:
+    """Bytes the emulated device holds beyond the model's variables (0 with a GPU).
+
+    Without a GPU the device is emulated by the CPU's allocator, which also
+    holds what ``fit`` keeps in host memory on a GPU: its input arrays (a
+    ``tf.data`` copy of ``x`` and ``y``, made before the first step). Read
+    when training begins, this is everything in that allocator but the
+    variables of ``model``, its metrics and its optimizer, in the
+    allocator's own blocks; pass it to :func:`read_trace` as ``held_bytes``.
+    """
+    if transfer.has_gpu():
+        return 0
+    try:
+        current = int(tf.config.experimental.get_memory_info("CPU:0")["current"])
+    except ValueError:  # the default CPU allocator keeps no statistics
+        return 0
+    variables = sum(granule_bytes(variable_bytes(v)) for v in model_variables(model))
+    return max(current - variables, 0)
+
+
+def read_trace(path: str, model, metadata: dict | None = None, held_bytes: int = 0) -> Trace:
+    """Builds kswap's :class:`Trace` of a profiler file written for ``model``.
+
+    ``held_bytes`` (see :func:`held_before_training`) are moved to the host
+    tier when device memory is emulated, as :data:`HELD_BEFORE_TRAINING`.
+    """
     space = read_xspace(path)
     # the ops' names in the step's graph, without fit's call of it in front
     events = [
@@ -331,6 +361,8 @@ def read_trace(path: str, model, metadata: dict | None = None) -> Trace:
         for v in model.optimizer.variables:
             tier = host_residents if id(v) in on_host else residents
             tier.setdefault(OPTIMIZER, []).append(variable_bytes(v))
+    if emulated and held_bytes > 0:
+        host_residents[HELD_BEFORE_TRAINING] = [int(held_bytes)]
     trace = build_trace(
         events,
         emulated=emulated,

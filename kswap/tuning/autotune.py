@@ -66,7 +66,7 @@ from kswap.planning import (
 from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.devices import DEVICES, Device, as_device
 from kswap.planning.link import as_link
-from kswap.profiler.profile import new_xplane, read_trace, xplane_files
+from kswap.profiler.profile import held_before_training, new_xplane, read_trace, xplane_files
 from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
@@ -216,6 +216,10 @@ class AutoTune(keras.callbacks.Callback):
         #: The budget in bytes, once the first plan resolved it (a fraction of the
         #: measured baseline, or of its estimate); measured peaks are held against it.
         self.budget_bytes: int | None = None
+        #: Without a GPU: what the emulating CPU allocator held when training
+        #: began beyond the model's variables (``fit``'s input arrays, which a
+        #: GPU keeps in host memory). Profiled steps count it as host memory.
+        self.held_bytes = 0
         self._reset()
 
     # ------------------------------------------------------------------ results
@@ -254,6 +258,7 @@ class AutoTune(keras.callbacks.Callback):
         self._reset()
         if self.done:
             return
+        self.held_bytes = held_before_training(self.model)
         self._budget = self.budget or _device_capacity()
         if self._budget is None:
             self.done = True
@@ -397,15 +402,25 @@ class AutoTune(keras.callbacks.Callback):
 
     def _finish_window(self) -> None:
         self._stop_profiler()
-        trace = read_trace(new_xplane(self._dir, self._before), self.model)
+        trace = read_trace(
+            new_xplane(self._dir, self._before), self.model, held_bytes=self.held_bytes
+        )
         if self._baseline_window:  # every block kept: the baseline, measured
             self._baseline_window = False
             self.baseline_peak_bytes = trace.peak_bytes("device")
             if self.verbose:
+                where = ""
+                if not transfer.has_gpu():
+                    held = (
+                        f"; {format_bytes(self.held_bytes)} held before training (fit's input "
+                        "data) counted as host memory"
+                        if self.held_bytes
+                        else ""
+                    )
+                    where = f" (emulated on CPU{held})"
                 print(
                     "AutoTune: with every block kept the device peak is "
-                    f"{format_bytes(self.baseline_peak_bytes)} (the baseline)"
-                    + (" (emulated on CPU)" if not transfer.has_gpu() else "")
+                    f"{format_bytes(self.baseline_peak_bytes)} (the baseline){where}"
                 )
             self._plan()
         elif self.rounds and self.rounds[-1].measured_peak_bytes is None:

@@ -302,3 +302,17 @@ def test_a_round_far_over_the_budget_tightens_by_its_measured_to_predicted_ratio
     ratio = first.predicted_peak_bytes / (tune.budget_bytes + over)
     assert tighter.budget_bytes <= int(tune.budget_bytes * 0.95 * ratio)
     assert tighter.budget_bytes < first.budget_bytes - over  # further than the excess alone
+
+
+def test_on_a_cpu_fits_input_arrays_count_as_host_memory_not_device():
+    # a GPU keeps fit's arrays in host memory; the CPU allocator that emulates the
+    # device holds them too, and they are not the model's to plan
+    x, y = _data(BATCH * 64)  # 64 MiB of inputs, one step's activations a few MiB
+    off = kswap.OffloadingModel(_model())
+    tune = AutoTune("1GiB", profile_steps=1, verbose=0, link="pcie4")
+    off.fit(x, y, batch_size=BATCH, steps_per_epoch=3, callbacks=[tune], verbose=0)
+    if kswap.transfer.has_gpu():
+        assert tune.held_bytes == 0
+        return
+    assert tune.held_bytes >= x.nbytes
+    assert 0 < tune.start_peak_bytes < x.nbytes // 4, (tune.start_peak_bytes, x.nbytes)
