@@ -18,21 +18,20 @@ processes. Each process:
 Printed per model and process: AutoTune's baseline (measured by it with
 every block kept; ``~`` marks its estimate), what the CPU's allocator held
 before training beyond the model's variables (``fit``'s input arrays, which
-AutoTune counts as host memory when the device is emulated; 0 on a GPU), the budget it derived from it,
-the device peak measured after its last plan and that peak as a fraction of
-the measured baseline, the rounds (each plan's predicted peak, the measured
-one, and in brackets the measured peak of the bytes the tensors asked for:
-the rest is what the allocator's blocks held beyond them), the plan's
-actions and predicted
-slowdown, and whether the losses are bit-identical (else the largest
-relative difference), beside the differences that switching Grappler's
-remapper off and training the plain model once more make (TensorFlow's own
-noise: with its default inter-op threads, TensorFlow's CPU ``AddN`` sums a
-gradient's terms in an order that changes from run to run, and Adam grows
-that to ~1e-2 in the loss within a few steps at 96x96, batch 32;
-``--inter-op-threads 1`` makes the plain model repeat itself bit for bit,
-and then kswap must match it bit for bit); AutoTune's warnings
-are in the JSON. Without a GPU, device memory is emulated on CPU:0.
+AutoTune counts as host memory when the device is emulated; 0 on a GPU), the
+budget it derived from it, the device peak measured after its last plan and
+that peak as a fraction of the measured baseline, the rounds (each plan's
+predicted peak, the measured one, and in brackets the measured peak of the
+bytes the tensors asked for: the rest is what the allocator's blocks held
+beyond them), the plan's actions and predicted slowdown, and whether the
+losses are bit-identical (else the largest relative difference), beside the
+differences that switching Grappler's remapper off and training the plain
+model once more make (TensorFlow's own noise: with its default inter-op
+threads, TensorFlow's CPU ``AddN`` sums a gradient's terms in an order that
+changes from run to run, and Adam grows that to ~1e-2 in the loss within a
+few steps at 96x96, batch 32; ``--inter-op-threads 1`` makes the plain model
+repeat itself bit for bit, and then kswap must match it bit for bit);
+AutoTune's warnings are in the JSON. Without a GPU, device memory is emulated on CPU:0.
 """
 
 from __future__ import annotations
