@@ -64,44 +64,16 @@ from kswap.planning import (
     smallest_budget,
 )
 from kswap.planning.budget import Budget, format_bytes
-from kswap.planning.devices import DEVICES, Device, as_device
+from kswap.planning.devices import Device, as_device
 from kswap.planning.link import as_link
 from kswap.profiler.profile import held_before_training, new_xplane, read_trace, xplane_files
 from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
+from kswap.tuning.device import device_capacity, device_preset
+from kswap.tuning.rounds import TIGHTEN_STEP, Round, first_plan, tighter_plan
 
 __all__ = ["AutoTune", "Round", "TIGHTEN_STEP"]
-
-#: The least a round over the budget lowers the next plan's target by, as a
-#: fraction of the budget: the measured peak moves by a few percent from step
-#: to step (the executor's order, the allocator's blocks), so a target lowered
-#: by a small excess alone would give the same plan.
-TIGHTEN_STEP = 0.02
-
-
-@dataclasses.dataclass(frozen=True)
-class Round:
-    """One plan AutoTune applied, and what the step then measured.
-
-    Attributes:
-        plan: The plan applied.
-        target_bytes: The budget the plan was made for (the user's, or
-            lowered after a round over it).
-        measured_peak_bytes: The device peak of the profiled step after it
-            (None if ``fit`` ended first).
-        measured_tensor_bytes: The same step's peak of the bytes its tensors
-            asked for. The difference is what the allocator lost at that
-            moment to rounding and to free blocks it handed out whole
-            (TensorFlow's BFC allocator splits a free block only when it is
-            at least twice the request): it varies from step to step, and
-            the planner's workload carries only the profiled step's share.
-    """
-
-    plan: Plan
-    target_bytes: int
-    measured_peak_bytes: int | None = None
-    measured_tensor_bytes: int | None = None
 
 
 def _count(name: str, value, low: int) -> int:
@@ -259,7 +231,7 @@ class AutoTune(keras.callbacks.Callback):
         if self.done:
             return
         self.held_bytes = held_before_training(self.model)
-        self._budget = self.budget or _device_capacity()
+        self._budget = self.budget or device_capacity()
         if self._budget is None:
             self.done = True
             warnings.warn(
@@ -290,7 +262,7 @@ class AutoTune(keras.callbacks.Callback):
         """Before the first step: the static plan, or the refusal of a budget none meets."""
         from kswap.estimate.plan import static_plan
 
-        device = self.device or _device_preset()
+        device = self.device or device_preset()
         try:
             result = static_plan(
                 self.model,
@@ -444,7 +416,7 @@ class AutoTune(keras.callbacks.Callback):
         if all(a.kind == "keep" for a in self._start[0].values()) and self._start[1] != "host":
             self.baseline_peak_bytes = self.start_peak_bytes
             return False
-        capacity = _device_capacity()
+        capacity = device_capacity()
         estimate = simulate(self.workload, "keep", self.link, optimizer_state="device")
         if smallest_budget(self.workload, self.link) > self._budget.resolve(estimate.peak_bytes):
             return False  # no plan meets even the estimate's fraction: say so now
@@ -526,20 +498,15 @@ class AutoTune(keras.callbacks.Callback):
         budget = self._budget
         if self.baseline_peak_bytes and budget.fraction is not None:
             budget = int(budget.fraction * self.baseline_peak_bytes)
-        whole = make_plan(self.workload, budget, self.link, strategy=self.strategy)
-        self.budget_bytes = whole.budget_bytes
-        extra = 1 + self.allocator_overhead
-        for tighter in (
-            int(whole.budget_bytes * (1 - self.headroom) / extra),
-            int(whole.budget_bytes / extra),
-        ):
-            if tighter >= whole.budget_bytes or whole.predicted_peak_bytes <= tighter:
-                return whole
-            try:
-                return make_plan(self.workload, tighter, self.link, strategy=self.strategy)
-            except ValueError:  # out of reach: a looser target, then
-                continue
-        return whole
+        plan, self.budget_bytes = first_plan(
+            self.workload,
+            budget,
+            self.link,
+            strategy=self.strategy,
+            headroom=self.headroom,
+            allocator_overhead=self.allocator_overhead,
+        )
+        return plan
 
     def _measured(self, trace: Trace) -> None:
         peak = trace.peak_bytes("device")
@@ -592,39 +559,16 @@ class AutoTune(keras.callbacks.Callback):
         )
 
     def _tighter(self, last: Round, over: int) -> Plan | None:
-        """A plan for a lower target that differs from ``last``'s, if any.
-
-        The target goes down by the excess ``over`` (of the budget), by at
-        least :data:`TIGHTEN_STEP` of the budget (the measured peak moves by
-        a few percent from step to step, so a plan for a target a few bytes
-        lower would be the same plan), and to where the last round's
-        measured-to-predicted ratio puts the budget less the headroom, if
-        that is lower: in ``fit`` a plan's device peak ran up to 7% over its
-        prediction of tensors and a further 5-10% over in the allocator's
-        blocks (ResNet50, 96x96, batch 32), steadily enough within a run.
-        Where the plan is still the same, the target goes down by the step
-        again, down to the smallest feasible budget.
-        """
-        lowest = smallest_budget(self.workload, self.link)
-        if lowest >= last.target_bytes:
-            return None
-        step = max(int(TIGHTEN_STEP * self.budget_bytes), 1)
-        ratio = last.plan.predicted_peak_bytes / (self.budget_bytes + over)
-        target = min(
-            last.target_bytes - max(over, step),
-            int(self.budget_bytes * (1 - self.headroom) * ratio),
+        """A plan for a lower target that differs from ``last``'s (see :func:`tighter_plan`)."""
+        return tighter_plan(
+            self.workload,
+            last,
+            self.budget_bytes,
+            over,
+            self.link,
+            strategy=self.strategy,
+            headroom=self.headroom,
         )
-        while True:
-            target = max(target, lowest)
-            plan = make_plan(self.workload, target, self.link, strategy=self.strategy)
-            if (plan.actions, plan.optimizer_state) != (
-                last.plan.actions,
-                last.plan.optimizer_state,
-            ):
-                return plan
-            if target == lowest:
-                return None
-            target -= step
 
     def _restore_start(self) -> None:
         actions, tier = self._start
@@ -653,44 +597,3 @@ def _floor_bytes(model) -> int:
 def _counts(plan: Plan) -> str:
     """``"12 keep, 40 swap, 3 recompute"``: a plan's actions, counted."""
     return ", ".join(f"{n} {k}" for k, n in plan.counts().items())
-
-
-def _device_preset() -> Device:
-    """The preset the static estimate uses: ``cpu`` without a GPU, else the GPU's own."""
-    if not transfer.has_gpu():
-        return as_device("cpu")
-    gpu = tf.config.list_physical_devices("GPU")[0]
-    name = str(tf.config.experimental.get_device_details(gpu).get("device_name", "")).lower()
-    for preset in DEVICES:
-        if preset != "cpu" and preset in name:
-            return DEVICES[preset]
-    return DEVICES["a100"]
-
-
-def _device_capacity() -> Budget | None:
-    """The device's memory as a budget: a configured limit, or a GPU's memory; else None.
-
-    On a GPU, the memory limit of its logical device (``kswap.allocator.configure``)
-    or its total memory as ``nvidia-smi`` reports it; without a GPU, the CPU
-    allocator's limit that emulates a device (``TF_CPU_BFC_MEM_LIMIT_IN_MB``).
-    """
-    if not transfer.has_gpu():
-        mib = os.environ.get("TF_CPU_BFC_MEM_LIMIT_IN_MB", "")
-        return parse_budget(int(mib) * 2**20) if mib.isdigit() and int(mib) else None
-    gpu = tf.config.list_physical_devices("GPU")[0]
-    configs = tf.config.get_logical_device_configuration(gpu) or []
-    if configs and getattr(configs[0], "memory_limit", None):
-        return parse_budget(int(configs[0].memory_limit) * 2**20)
-    try:
-        import subprocess
-
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        return parse_budget(int(float(out)) * 2**20)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None
