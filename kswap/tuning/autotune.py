@@ -15,10 +15,12 @@
    ``"auto"`` by default) and applies it (:func:`kswap.tuning.apply_plan`):
    ``fit`` goes on with a training step traced again;
 4. it profiles the next step (after one step that traces it) and compares
-   the measured device peak with the budget. Over the budget, it plans again
-   for a lower target (:meth:`AutoTune._tighter`: by the excess, by at least
-   :data:`TIGHTEN_STEP` of the budget, by the round's predicted-to-measured
-   ratio, and until the plan changes), at most ``max_rounds`` plans in all.
+   the measured device peak with the budget. Over the budget, it widens the
+   workload by what the measured step held (:func:`kswap.tuning.rounds.widen`)
+   and plans again for a lower target (:meth:`AutoTune._tighter`: by the
+   excess, by at least :data:`TIGHTEN_STEP` of the budget, by the round's
+   predicted-to-measured ratio, and until the plan changes), at most
+   ``max_rounds`` plans in all.
    The plan, the measured peak and every round are kept on the callback
    (:attr:`AutoTune.plan`, :attr:`AutoTune.rounds`) and printed with ``verbose``.
 
@@ -71,7 +73,7 @@ from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
 from kswap.tuning.device import device_capacity, device_preset
-from kswap.tuning.rounds import TIGHTEN_STEP, Round, first_plan, tighter_plan
+from kswap.tuning.rounds import TIGHTEN_STEP, Round, first_plan, tighter_plan, widen
 
 __all__ = ["AutoTune", "Round", "TIGHTEN_STEP"]
 
@@ -540,6 +542,10 @@ class AutoTune(keras.callbacks.Callback):
             self.done = True
             return
         if len(self.rounds) < self.max_rounds:
+            from kswap.profiler.workload import workload_from_trace
+
+            # what this step did that the profiled one did not show
+            self.workload = widen(self.workload, workload_from_trace(trace, self.model))
             tighter = self._tighter(last, over)
             if tighter is not None:
                 self._plan(tighter.budget_bytes, tighter)

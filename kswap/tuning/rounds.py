@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from kswap.planning import Link, Plan, Workload, make_plan, smallest_budget
+from kswap.planning import Link, Plan, Workload, make_plan, simulate, smallest_budget
 from kswap.planning.budget import Budget
 
-__all__ = ["TIGHTEN_STEP", "Round", "first_plan", "tighter_plan"]
+__all__ = ["TIGHTEN_STEP", "Round", "first_plan", "tighter_plan", "widen"]
 
 #: The least a round over the budget lowers the next plan's target by, as a
 #: fraction of the budget: the measured peak moves by a few percent from step
@@ -111,22 +111,24 @@ def tighter_plan(
 ) -> Plan | None:
     """A plan for a lower target than ``last``'s, and different from it; None if none.
 
-    ``last`` measured ``over`` bytes over ``budget_bytes``. The target goes
-    down by the excess, by at least :data:`TIGHTEN_STEP` of the budget (the
-    measured peak moves by a few percent from step to step, so a plan for a
-    target a few bytes lower would be the same plan), and to where the last
-    round's predicted-to-measured ratio puts the budget less the headroom, if
-    that is lower: in ``fit`` a plan's device peak ran up to 7% over its
-    prediction of tensors and a further 5-10% over in the allocator's blocks
-    (ResNet50, 96x96, batch 32), steadily enough within a run. Where the plan
-    is still the same, the target goes down by the step again, down to the
-    smallest feasible budget.
+    ``last`` measured ``over`` bytes over ``budget_bytes``. The target goes down
+    by the excess, by at least :data:`TIGHTEN_STEP` of the budget (the measured
+    peak moves by a few percent from step to step, so a plan for a target a few
+    bytes lower would be the same plan), and to where the last round's
+    predicted-to-measured ratio (the last plan predicted by ``workload``) puts
+    the budget less the headroom, if that is lower: in ``fit`` a plan's device
+    peak ran up to 7% over its prediction of tensors and a further 5-10% over in
+    the allocator's blocks (ResNet50, 96x96, batch 32), steadily enough within a
+    run. Where the plan is still the same, the target goes down by the step
+    again, down to the smallest feasible budget.
     """
     lowest = smallest_budget(workload, link)
     if lowest >= last.target_bytes:
         return None
     step = max(int(TIGHTEN_STEP * budget_bytes), 1)
-    ratio = last.plan.predicted_peak_bytes / (budget_bytes + over)
+    # the last plan as this workload predicts it (it may have learned from that round)
+    predicted = simulate(workload, last.plan, link).peak_bytes
+    ratio = predicted / (budget_bytes + over)
     target = min(
         last.target_bytes - max(over, step),
         int(budget_bytes * (1 - headroom) * ratio),
@@ -139,3 +141,40 @@ def tighter_plan(
         if target == lowest:
             return None
         target -= step
+
+
+_BLOCK_BYTES = ("saved_bytes", "input_bytes", "forward_bytes", "backward_bytes", "gradient_bytes")
+_WORKLOAD_BYTES = ("weight_bytes", "gradient_bytes", "optimizer_bytes", "other_bytes")
+
+
+def widen(workload: Workload, measured: Workload) -> Workload:
+    """``workload`` with each of its bytes raised to ``measured``'s where that is larger.
+
+    Two profiled steps of the same model differ where TensorFlow's executor
+    runs things side by side as it pleases: a weight's update, with
+    temporaries of the weight's size, may overlap the backward of the next
+    block in one step and not in another (VGG16's 72 MiB ``fc1`` kernel at
+    96x96 made ``fc1``'s backward 286 MiB in one step and far less in
+    another). A round over the budget thus teaches the workload what its
+    first step did not show. Blocks are matched by name; times, and blocks
+    ``measured`` lacks, stay as they are.
+    """
+    others = {b.name: b for b in measured.blocks}
+    blocks = []
+    for b in workload.blocks:
+        o = others.get(b.name)
+        if o is not None:
+            changes = {f: max(getattr(b, f), getattr(o, f)) for f in _BLOCK_BYTES}
+            if b.keep_backward_bytes is not None or o.keep_backward_bytes is not None:
+                changes["keep_backward_bytes"] = max(
+                    b.keep_backward_bytes or 0, o.keep_backward_bytes or 0
+                )
+            b = dataclasses.replace(b, **changes)
+        blocks.append(b)
+    changes = {f: max(getattr(workload, f), getattr(measured, f)) for f in _WORKLOAD_BYTES}
+    overhead = max(
+        workload.metadata.get("allocator_overhead", 0.0),
+        measured.metadata.get("allocator_overhead", 0.0),
+    )
+    metadata = {**workload.metadata, "allocator_overhead": overhead}
+    return dataclasses.replace(workload, blocks=tuple(blocks), metadata=metadata, **changes)

@@ -316,3 +316,32 @@ def test_on_a_cpu_fits_input_arrays_count_as_host_memory_not_device():
         return
     assert tune.held_bytes >= x.nbytes
     assert 0 < tune.start_peak_bytes < x.nbytes // 4, (tune.start_peak_bytes, x.nbytes)
+
+
+def test_a_round_over_the_budget_widens_the_workload_by_what_its_step_held():
+    import dataclasses
+
+    from kswap.planning import simulate
+    from kswap.tuning.rounds import Round, tighter_plan, widen
+
+    tune, _ = _planning_tune(int(40.5 * 2**20), headroom=0)
+    first = tune._make_plan(None)
+    # the measured step's b3 backward held 12 MiB the profiled one did not show
+    b3 = tune.workload.blocks[3]
+    wider = dataclasses.replace(b3, backward_bytes=b3.backward_bytes + (12 << 20))
+    measured = dataclasses.replace(
+        tune.workload, blocks=(*tune.workload.blocks[:3], wider), other_bytes=1 << 20
+    )
+    widened = widen(tune.workload, measured)
+    assert widened.blocks[3].backward_bytes == wider.backward_bytes
+    assert widened.blocks[:3] == tune.workload.blocks[:3] and widened.other_bytes == 1 << 20
+    assert widen(measured, tune.workload) == widened  # the larger of each, either way
+    again = simulate(widened, first, tune.link).peak_bytes
+    assert again > first.predicted_peak_bytes
+    # the next plan is made for the widened workload, and fits the budget there
+    over = again - tune.budget_bytes
+    tighter = tighter_plan(
+        widened, Round(first, first.budget_bytes), tune.budget_bytes, over, tune.link
+    )
+    assert tighter is not None and tighter.actions != first.actions
+    assert simulate(widened, tighter, tune.link).peak_bytes <= tune.budget_bytes
