@@ -256,14 +256,20 @@ class Trace:
             tier: ``"device"`` or ``"host"``.
             step: Only the window of this profiled step (bytes alive when it
                 began included), or the whole trace if None.
-            requested: Count the bytes each buffer asked for (where recorded)
-                instead of the block the allocator gave it.
+            requested: Count the bytes each buffer asked for (where recorded),
+                rounded up to :data:`GRANULE` as :meth:`tensor_sizes` counts
+                them (the planner's workload), instead of the block the
+                allocator gave it.
         """
         lo, hi = self._window(step)
         changes: dict[int, int] = {}
         for b in self.tier(tier):
             end = self.duration_ns + 1 if b.alive_at_end else b.end_ns
-            size = b.requested_bytes if requested and b.requested_bytes is not None else b.size
+            size = (
+                granule_bytes(b.requested_bytes)
+                if requested and b.requested_bytes is not None
+                else b.size
+            )
             if end <= lo or b.start_ns > hi or size == 0:
                 continue
             s = max(b.start_ns, lo)
@@ -282,8 +288,8 @@ class Trace:
     ) -> int:
         """The most bytes in use in ``tier`` at any moment (of ``step``).
 
-        With ``requested=True``, the bytes the tensors asked for, before the
-        allocator rounded them up to its blocks.
+        With ``requested=True``, the bytes the tensors asked for (each rounded
+        up to :data:`GRANULE`), not the allocator's blocks.
         """
         return self.timeline(tier, step, requested=requested).peak_bytes
 
