@@ -19,12 +19,10 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import keras
 
-from kswap import transfer
 from kswap.layers.offload import Offload, check_action, check_prefetch
 from kswap.optimizer_state import check_optimizer_state, place_optimizer_state
 from kswap.planning.actions import Action
@@ -286,14 +284,6 @@ def OffloadingModel(  # noqa: N802
         return Offload(layer, prefetch=prefetch, action=action)
 
     new = _transform(model, wrap)
-    if transfer.one_inter_op_thread():
-        warnings.warn(
-            "kswap.OffloadingModel: TensorFlow runs ops on one inter-op thread "
-            "(tf.config.threading.set_inter_op_parallelism_threads(1)), so its executor "
-            "copies each block's tensors to the host only after the whole forward, and "
-            "offloading saves little memory. Keep the default thread count to save memory.",
-            stacklevel=2,
-        )
     #: read by kswap.AutoTune: the actions are its to choose, from the start
     new._kswap_policy = policy if isinstance(policy, str) else None
     _compile_like(new, model)

@@ -68,7 +68,8 @@ def one_inter_op_thread() -> bool:
 
     Then its executor runs a block's copy to the host only when the chain of
     forward ops it follows has nothing ready: after the whole forward, with
-    every activation still on the device.
+    every activation still on the device, unless the forward waits for the
+    copies (:meth:`kswap.layers.schedule.GraphState.gate_forward` makes it).
     """
     return tf.config.threading.get_inter_op_parallelism_threads() == 1
 

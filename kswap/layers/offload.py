@@ -274,6 +274,7 @@ def _block(wrapper: Offload, inputs, args, kwargs, graph: bool):
         if graph and not planned_recompute:
             with record.VariableWatcher() as watcher:
                 outputs, ops, scopes = replay.record_ops(lambda: call(xs))
+            state.gate_forward(ops)
         else:
             outputs, ops, scopes = call(xs), [], {}
         structure["outputs"] = outputs

@@ -51,6 +51,7 @@ __all__ = [
     "dense_parts",
     "order_backward",
     "ORDER_BACKWARD",
+    "ONE_THREAD_GATES",
 ]
 
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -59,6 +60,17 @@ _PASS_THROUGH = frozenset({"Identity", "IdentityN"})
 #: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
 #: executor alone orders them; for comparisons). Read when a step is traced.
 ORDER_BACKWARD = True
+#: Whether, with one inter-op thread, a block's forward waits for the host
+#: copies made before it (:meth:`GraphState.gate_forward`) and a block's
+#: backward for every gradient of the one before it (:meth:`GraphState.arrive`).
+#: Read when a step is traced.
+ONE_THREAD_GATES = True
+
+
+def _one_thread() -> bool:
+    """Whether the gates for one inter-op thread apply (see :data:`ONE_THREAD_GATES`)."""
+    return ONE_THREAD_GATES and transfer.one_inter_op_thread()
+
 
 # ops whose output shares their first input's buffer
 _ALIASES = _PASS_THROUGH | {"Reshape", "Squeeze", "ExpandDims", "StopGradient", "Snapshot"}
@@ -162,6 +174,7 @@ class GraphState:
         self.backward_order: list[int] = []  # blocks in the order their backward is built
         self.kept_on_device: list[tuple[str, str]] = []  # (block, tensor) read from device
         self.largest = 0  # bytes of the largest tensor sent to host (unknown dims as 1)
+        self.unwaited: list[tf.Tensor] = []  # forward host copies no forward op waits for
 
     def register_block(self) -> int:
         index = self.blocks
@@ -175,6 +188,33 @@ class GraphState:
             self.host[c.ref()] = transfer.to_host(c)
             self.largest = max(self.largest, _nominal_bytes(c))
             self.device_of[c.ref()] = c.device
+            self.unwaited.append(self.host[c.ref()])
+
+    def gate_forward(self, ops: list[tf.Operation]) -> bool:
+        """With one inter-op thread, makes a block's forward wait for earlier host copies.
+
+        TensorFlow's executor with one inter-op thread runs the forward chain
+        inline and queues each copy to the host behind it, so without this
+        the copies run after the whole forward, with every activation still
+        on the device. The block's variable reads (``ops``' ``ReadVariableOp``
+        s, which no fusion takes in) wait for the copies made before it, as
+        vDNN waits for a layer's offload before the next layer's forward; a
+        block without variables leaves them to the next one that has some.
+        With more threads the copies run beside the forward and nothing waits.
+
+        Returns:
+            Whether control edges were added.
+        """
+        if not (self.unwaited and _one_thread()):
+            return False
+        reads = [op for op in ops if op.type == "ReadVariableOp"]
+        if not reads:
+            return False
+        for op in reads:
+            for h in self.unwaited:
+                op._add_control_input(h.op)
+        self.unwaited = []
+        return True
 
     def add_host_copy(self, t: tf.Tensor, host: tf.Tensor, restore=None) -> None:
         """Registers ``host``, made elsewhere, as ``t``'s host copy (unless it has one).
@@ -272,7 +312,10 @@ class GraphState:
         pos = self.backward_order.index(index)
         if pos:
             inputs, weights = self.finished.get(self.backward_order[pos - 1], ([], []))
-            before = inputs + weights if prefetch == 0 else inputs
+            # with one inter-op thread the executor runs a block's weight gradients
+            # (which read its swapped-in tensors) only when the chain of input
+            # gradients has nothing ready: at the end of backward, unless waited for
+            before = inputs + weights if prefetch == 0 or _one_thread() else inputs
             # what ``upstream`` is computed from needs no control edge (Grappler
             # reassociates no product whose nodes have one)
             before = _not_upstream_of(before, dense_parts(upstream))

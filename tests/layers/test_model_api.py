@@ -1,7 +1,5 @@
 """OffloadingModel / strip / Offload: the Keras contract."""
 
-import warnings
-
 import keras
 import numpy as np
 import pytest
@@ -134,20 +132,6 @@ def test_run_eagerly_warns_and_recomputes_exactly():
         h2 = off.fit(x, y, batch_size=8, verbose=0, shuffle=False).history["loss"]
     np.testing.assert_allclose(h2, h1, rtol=1e-6)
     assert_same_state(ref, off, rtol=1e-6)
-
-
-def test_one_inter_op_thread_is_warned_about(monkeypatch):
-    # the executor then copies to the host only after the whole forward: little is saved
-    from kswap import transfer
-
-    monkeypatch.setattr(tf.config.threading, "get_inter_op_parallelism_threads", lambda: 1)
-    assert transfer.one_inter_op_thread()
-    with pytest.warns(UserWarning, match="one inter-op thread.*saves little memory"):
-        kswap.OffloadingModel(compile_(build("sequential")))
-    monkeypatch.setattr(tf.config.threading, "get_inter_op_parallelism_threads", lambda: 0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        kswap.OffloadingModel(compile_(build("sequential")))
 
 
 def test_jit_compile_true_is_refused():
