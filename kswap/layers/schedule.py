@@ -62,7 +62,7 @@ _PASS_THROUGH = frozenset({"Identity", "IdentityN"})
 ORDER_BACKWARD = True
 #: Whether, with one inter-op thread, a block's forward waits for the host
 #: copies made before it (:meth:`GraphState.gate_forward`) and a block's
-#: backward for every gradient of the one before it (:meth:`GraphState.arrive`).
+#: swap-ins for the weight gradients of the block before (:meth:`GraphState.gate`).
 #: Read when a step is traced.
 ONE_THREAD_GATES = True
 
@@ -312,10 +312,7 @@ class GraphState:
         pos = self.backward_order.index(index)
         if pos:
             inputs, weights = self.finished.get(self.backward_order[pos - 1], ([], []))
-            # with one inter-op thread the executor runs a block's weight gradients
-            # (which read its swapped-in tensors) only when the chain of input
-            # gradients has nothing ready: at the end of backward, unless waited for
-            before = inputs + weights if prefetch == 0 or _one_thread() else inputs
+            before = inputs + weights if prefetch == 0 else inputs
             # what ``upstream`` is computed from needs no control edge (Grappler
             # reassociates no product whose nodes have one)
             before = _not_upstream_of(before, dense_parts(upstream))
@@ -352,7 +349,15 @@ class GraphState:
             ahead = (
                 self.arrivals.get(self.backward_order[pos - prefetch]) if pos >= prefetch else None
             )
-            return [t for t in (ahead if ahead is not None else own,) if t is not None]
+            deps = [t for t in (ahead if ahead is not None else own,) if t is not None]
+            if pos >= 1 and _one_thread():
+                # one inter-op thread: the executor runs the block before's weight
+                # gradients (which read its swapped-in tensors) only when the chain of
+                # input gradients has nothing ready, at the end of backward, unless
+                # these swap-ins wait for them (the gradients' own inputs are left as
+                # they are: an identity holding one changes the order of an AddN)
+                deps += self.finished.get(self.backward_order[pos - 1], ([], []))[1]
+            return deps
         deps = [own] if own is not None else []
         if pos >= 1:
             inputs, weights = self.finished.get(self.backward_order[pos - 1], ([], []))
