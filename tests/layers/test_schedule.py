@@ -179,7 +179,8 @@ def test_with_one_inter_op_thread_the_copies_are_waited_for_and_training_is_exac
     # (and of input gradients) inline and queues the rest behind it: without the
     # gates the copies to the host ran after the whole forward, the weight
     # gradients (which read the swapped-in tensors) after the whole backward, and
-    # the offloaded step peaked above the plain one (46.8 against 42.3 MiB here)
+    # the offloaded step peaked above the plain one (46.8 against 42.3 MiB here;
+    # `python -m tests.layers.one_thread_main --no-gate`)
     import json
     import subprocess
     import sys
