@@ -221,7 +221,7 @@ def _run(job: dict) -> dict:
     from kswap import transfer
     from kswap.modelspec import build_model
     from kswap.planning import parse_budget
-    from kswap.profiler.profile import _check_allocator, read_trace
+    from kswap.profiler.profile import _check_allocator, held_before_training, read_trace
 
     name = job["run"]
     logdir = os.path.join(job["logdir"], name)
@@ -245,17 +245,22 @@ def _run(job: dict) -> dict:
     watch = _watch(steps, logdir, ready)
     total = tune_steps + 1 + steps + PROFILED
     data = _dataset(shape, job["classes"], job["batch"], total, seed=2)
+    # on a CPU, host memory as AutoTune counts it: what the allocator holds beyond the
+    # model's variables (this data is made on demand, so little)
+    held = held_before_training(model)
     model.fit(data, epochs=1, verbose=1, shuffle=False, callbacks=[*callbacks, watch])
     if watch.path is None:
         raise RuntimeError(f"fit ended before the {PROFILED} profiled steps")
     if name == "autotune":
         result.update(_decided(tune))
-    trace = read_trace(watch.path, model, {"device": transfer.device_name().lstrip("/")})
+    device = {"device": transfer.device_name().lstrip("/")}
+    trace = read_trace(watch.path, model, device, held_bytes=held)
     seconds = watch.seconds
     peaks = [trace.peak_bytes("device", s) for s in range(len(trace.steps))]
     top = int(np.argmax(peaks))
     result.update(
         emulated=bool(trace.emulated),
+        held_bytes=held,
         device=trace.metadata.get("device"),
         device_peak_bytes=trace.peak_bytes("device"),
         step_peaks_bytes=peaks,
