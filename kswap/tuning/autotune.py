@@ -69,6 +69,7 @@ from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.devices import Device, as_device
 from kswap.planning.link import as_link
 from kswap.profiler.profile import held_before_training, new_xplane, read_trace, xplane_files
+from kswap.profiler.workload import workload_from_trace
 from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
@@ -438,8 +439,6 @@ class AutoTune(keras.callbacks.Callback):
 
     def _learn(self, trace: Trace) -> None:
         """The workload (and link) from a profiled window of the model's own actions or a plan."""
-        from kswap.profiler.workload import workload_from_trace
-
         if self.start_peak_bytes is None:  # the model as it came: the fallback
             self.start_peak_bytes = trace.peak_bytes("device")
             self._start = (current_actions(self.model), _optimizer_tier(self.model))
@@ -542,8 +541,6 @@ class AutoTune(keras.callbacks.Callback):
             self.done = True
             return
         if len(self.rounds) < self.max_rounds:
-            from kswap.profiler.workload import workload_from_trace
-
             # what this step did that the profiled one did not show
             self.workload = widen(self.workload, workload_from_trace(trace, self.model))
             tighter = self._tighter(last, over)
