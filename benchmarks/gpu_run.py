@@ -25,8 +25,9 @@ time budget inside a total of 8 minutes:
    wrapped by ``kswap.OffloadingModel`` with ``kswap.AutoTune(budget=the
    limit)`` (expected to train). kswap's static estimate (docs/benchmarks.md,
    "VGG-16 at batch 256, 224x224, float32, against 12 GiB") puts the smallest
-   feasible budget at 13.43 GiB under its own model of the step, so whatever
-   happens is recorded as it happens.
+   feasible budget at 10.36 GiB on a K40 under its own model of the step
+   (a plan of 11.90 GiB for 12 GiB); whatever happens is recorded as it
+   happens.
 5. ``simulator``: ``benchmarks/simulator.py --parts time``: the simulator's
    predicted step time against the measured one.
 6. ``exactness``: the exactness tests (``tests/layers/test_exactness.py``,

@@ -10,20 +10,18 @@ prints the estimated baseline and the plan, and saves the plan as JSON.
 ``kswap.OffloadingModel(model, policy=plan)`` (or ``kswap.apply_plan``)
 would then train the model with it.
 
-No plan meets 12 GiB there: ``block1_conv2``'s backward holds four tensors of
-3.06 GiB at once (its input, its ReLU's output, the upstream gradient and
-the gradient it makes), so the smallest feasible budget is 13.43 GiB. The
-script prints the refusal and plans for that budget instead: 13.43 GiB,
-slowdown 1.073, Adam's slots on the host (docs/benchmarks.md, "VGG-16 at
-batch 256, 224x224, float32, against 12 GiB").
+The plan fits: 11.90 GiB, slowdown 1.073, Adam's slots on the host. The
+smallest feasible budget is 10.36 GiB, set by ``block1_conv2``'s backward,
+which holds three tensors of 3.06 GiB at once (docs/benchmarks.md, "VGG-16 at
+batch 256, 224x224, float32, against 12 GiB"). Below it (``--budget 10GiB``)
+the script prints the refusal and plans for the smallest feasible budget.
 
 The figures are static estimates (roofline times at the datasheet's peak
 FLOP/s), not measurements: see docs/estimate.md for what they model. The
-same from the command line (``--budget 12GiB`` is refused with the smallest
-feasible budget, 13.5 GiB rounded up):
+same from the command line:
 
     kswap plan --model keras.applications.VGG16 --input 224,224,3 --batch 256 \
-        --classes 1000 --budget 13.5GiB --device k40 --link pcie3
+        --classes 1000 --budget 12GiB --device k40 --link pcie3
 
 Run:
     python examples/static_plan_vgg16.py [--out DIR] [--batch 256] [--budget 12GiB]
