@@ -19,7 +19,8 @@
    workload by what the measured step held (:func:`kswap.tuning.rounds.widen`)
    and plans again for a lower target (:meth:`AutoTune._tighter`: by the
    excess, by at least :data:`TIGHTEN_STEP` of the budget, by the round's
-   predicted-to-measured ratio, and until the plan changes), at most
+   predicted-to-measured ratio, and until the plan changes; on the measured
+   step's own workload where the widened one has no tighter plan), at most
    ``max_rounds`` plans in all.
    The plan, the measured peak and every round are kept on the callback
    (:attr:`AutoTune.plan`, :attr:`AutoTune.rounds`) and printed with ``verbose``.
@@ -60,6 +61,7 @@ from kswap.planning import (
     STRATEGIES,
     Link,
     Plan,
+    Workload,
     make_plan,
     parse_budget,
     simulate,
@@ -542,8 +544,9 @@ class AutoTune(keras.callbacks.Callback):
             return
         if len(self.rounds) < self.max_rounds:
             # what this step did that the profiled one did not show
-            self.workload = widen(self.workload, workload_from_trace(trace, self.model))
-            tighter = self._tighter(last, over)
+            measured = workload_from_trace(trace, self.model)
+            self.workload = widen(self.workload, measured)
+            tighter = self._tighter(last, over) or self._tighter(last, over, measured)
             if tighter is not None:
                 self._plan(tighter.budget_bytes, tighter)
                 return
@@ -561,10 +564,17 @@ class AutoTune(keras.callbacks.Callback):
             stacklevel=2,
         )
 
-    def _tighter(self, last: Round, over: int) -> Plan | None:
-        """A plan for a lower target that differs from ``last``'s (see :func:`tighter_plan`)."""
+    def _tighter(self, last: Round, over: int, workload: Workload | None = None) -> Plan | None:
+        """A plan for a lower target that differs from ``last``'s (see :func:`tighter_plan`).
+
+        It plans on the widened workload; where that has no tighter plan (each
+        block's largest bytes over two different steps can put its floor at the
+        last target while the measured step's tensors were under it, and its
+        allocator's blocks over), AutoTune passes the measured step's own
+        ``workload``.
+        """
         return tighter_plan(
-            self.workload,
+            workload or self.workload,
             last,
             self.budget_bytes,
             over,

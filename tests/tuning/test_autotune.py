@@ -345,3 +345,27 @@ def test_a_round_over_the_budget_widens_the_workload_by_what_its_step_held():
     )
     assert tighter is not None and tighter.actions != first.actions
     assert simulate(widened, tighter, tune.link).peak_bytes <= tune.budget_bytes
+
+
+def test_where_the_widened_workload_has_no_tighter_plan_the_measured_step_plans():
+    import dataclasses
+
+    from kswap.planning import simulate, smallest_budget
+    from kswap.tuning.rounds import Round, widen
+
+    tune, _ = _planning_tune(int(25 * 2**20 / 0.97), headroom=0)
+    first = tune._make_plan(None)
+    assert first.counts()["swap"] == 1
+    measured = tune.workload
+    # another step held a weight update's temporaries beside its backward: widened,
+    # the workload's floor is the first plan's target, so no lower target has a plan
+    floor = smallest_budget(measured, tune.link)
+    other = dataclasses.replace(measured, other_bytes=first.budget_bytes - floor + (1 << 20))
+    tune.workload = widen(measured, other)
+    assert smallest_budget(tune.workload, tune.link) >= first.budget_bytes
+    last = Round(first, first.budget_bytes)
+    over = 2 << 20  # the measured step's allocator blocks over the budget
+    assert tune._tighter(last, over) is None
+    tighter = tune._tighter(last, over, measured)
+    assert tighter is not None and tighter.actions != first.actions
+    assert simulate(measured, tighter, tune.link).peak_bytes < first.predicted_peak_bytes
