@@ -121,7 +121,7 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
     import keras
 
     import kswap
-    from kswap.layers import loops, schedule
+    from kswap.layers import chain, loops
     from kswap.modelspec import build_model
 
     variant = variant.removesuffix("/static")
@@ -152,7 +152,7 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
     else:
         model = build()
     # read when the model's step is traced: trace it before building another
-    schedule.ORDER_BACKWARD = not variant.endswith("-unordered")
+    chain.ORDER_BACKWARD = not variant.endswith("-unordered")
     loops.REPLAY_LOOPS = not variant.endswith("-recompute-loops")
     variant = variant.removesuffix("-unordered").removesuffix("-recompute-loops")
     variant, _, state = variant.partition("+")

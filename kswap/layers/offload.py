@@ -39,7 +39,8 @@ from kswap.layers import calls as calls_lib
 from kswap.layers import custom as custom_lib
 from kswap.layers import loops as loops_lib
 from kswap.layers import recompute, replay, saved
-from kswap.layers.schedule import GraphState, dense_parts, graph_state, order_backward
+from kswap.layers.chain import dense_parts, order_backward
+from kswap.layers.schedule import GraphState, graph_state
 from kswap.planning.actions import Action
 
 __all__ = ["Offload", "MIN_OFFLOAD_BYTES", "check_action"]

@@ -19,8 +19,8 @@ function) registers here in forward order. The state makes four promises:
 - **accounting:** tensors the backward had to read from the device (no host
   copy) are recorded, so tests and users can see what stayed.
 
-Within one block, :func:`order_backward` chains the backward's large ops in
-the order that keeps the fewest bytes alive (:mod:`kswap.layers.order`).
+Within one block, :func:`kswap.layers.chain.order_backward` chains the
+backward's large ops in the order that keeps the fewest bytes alive.
 
 Example:
     >>> from kswap.layers.schedule import graph_state
@@ -41,25 +41,18 @@ import weakref
 import tensorflow as tf
 
 from kswap import transfer
-from kswap.layers import order
-from kswap.trace.build import in_scope
+from kswap.layers.chain import dense_parts, nominal_bytes
 
 __all__ = [
     "GraphState",
     "graph_state",
     "canonical",
-    "dense_parts",
-    "order_backward",
-    "ORDER_BACKWARD",
     "ONE_THREAD_GATES",
 ]
 
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 _PASS_THROUGH = frozenset({"Identity", "IdentityN"})
-#: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
-#: executor alone orders them; for comparisons). Read when a step is traced.
-ORDER_BACKWARD = True
 #: Whether, with one inter-op thread, a block's forward waits for the host
 #: copies made before it (:meth:`GraphState.gate_forward`) and a block's
 #: swap-ins for the weight gradients of the block before (:meth:`GraphState.gate`).
@@ -70,13 +63,6 @@ ONE_THREAD_GATES = True
 def _one_thread() -> bool:
     """Whether the gates for one inter-op thread apply (see :data:`ONE_THREAD_GATES`)."""
     return ONE_THREAD_GATES and transfer.one_inter_op_thread()
-
-
-# ops whose output shares their first input's buffer
-_ALIASES = _PASS_THROUGH | {"Reshape", "Squeeze", "ExpandDims", "StopGradient", "Snapshot"}
-# oneDNN merges a filter gradient with its bias gradient only when neither has
-# control inputs; without the merge the bias gradient rounds differently
-_NO_CONTROL_INPUTS = frozenset({"BiasAddGrad", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2"})
 
 
 def canonical(t: tf.Tensor) -> tf.Tensor:
@@ -186,7 +172,7 @@ class GraphState:
         c = canonical(t)
         if c.ref() not in self.host:
             self.host[c.ref()] = transfer.to_host(c)
-            self.largest = max(self.largest, _nominal_bytes(c))
+            self.largest = max(self.largest, nominal_bytes(c))
             self.device_of[c.ref()] = c.device
             self.unwaited.append(self.host[c.ref()])
 
@@ -228,7 +214,7 @@ class GraphState:
         c = canonical(t)
         if c.ref() not in self.host:
             self.host[c.ref()] = host
-            self.largest = max(self.largest, _nominal_bytes(host))
+            self.largest = max(self.largest, nominal_bytes(host))
             self.device_of[c.ref()] = c.device
             if restore is not None:
                 self.restore[c.ref()] = restore
@@ -424,202 +410,9 @@ def _named_identity(t: tf.Tensor) -> tf.Tensor:
         return tf.identity(t)
 
 
-def dense_parts(grads) -> list[tf.Tensor]:
-    """The tensors of gradients of any kind: dense, ``tf.IndexedSlices`` or None."""
-    parts = []
-    for g in grads:
-        if isinstance(g, tf.IndexedSlices):
-            parts += [g.values, g.indices]
-        elif g is not None:
-            parts.append(g)
-    return parts
-
-
 def graph_state() -> GraphState:
     """The state of the graph being built, for the calling thread."""
     graph = tf.compat.v1.get_default_graph()
     with _LOCK:
         per_thread = _STATES.setdefault(graph, {})
         return per_thread.setdefault(threading.get_ident(), GraphState())
-
-
-def _nominal_bytes(t: tf.Tensor) -> int:
-    """``t``'s bytes, counting unknown dimensions (the batch) as 1."""
-    if t.shape.rank is None:
-        return 0
-    n = 1
-    for d in t.shape:
-        n *= d if d is not None else 1
-    return n * t.dtype.size
-
-
-def _is_transfer(op: tf.Operation) -> bool:
-    return in_scope(op.name, transfer.HOST_SCOPE) or in_scope(op.name, transfer.DEVICE_SCOPE)
-
-
-def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 0) -> bool:
-    """Chains a block's large backward ops in the order that keeps least alive.
-
-    ``new_ops`` are the ops a block's backward made, in creation order, and
-    ``results`` the gradients it returns (dense, ``tf.IndexedSlices`` or
-    None). Ops that make or read a large
-    tensor (an eighth of the largest or more) get control dependencies in
-    the order :func:`kswap.layers.order.min_peak_order` finds, if that order
-    keeps fewer bytes alive at once than the creation order; transfers are
-    left to the gates. The values do not change, only when ops run.
-
-    A block whose largest tensor is under ``min_bytes`` is left alone: it
-    cannot set the step's peak, and ops chained in sequence lose the
-    executor's freedom to run them side by side (ordering every block cost
-    MobileNetV2 about a tenth of its step on a two-core CPU).
-
-    Returns:
-        Whether the ops were chained.
-    """
-    if not ORDER_BACKWARD:
-        return False
-    live = _contributing(new_ops, results)
-    ops = [op for op in new_ops if not _is_transfer(op) and op in live]
-    sizes: dict = {}
-    for op in ops:
-        for t in [*op.inputs, *op.outputs]:
-            sizes.setdefault(t.ref(), _nominal_bytes(t))
-    largest = max(sizes.values(), default=0)
-    if not largest or largest < min_bytes:
-        return False
-    big = {ref for ref, size in sizes.items() if size and size >= largest // 8}
-    chosen = [op for op in ops if any(t.ref() in big for t in [*op.inputs, *op.outputs])]
-    if len(chosen) < 3:
-        return False
-    position = {op: i for i, op in enumerate(chosen)}
-    before: dict = {}  # op -> positions of the chosen ops it depends on
-    for op in ops:
-        deps: set[int] = set()
-        for p in [t.op for t in op.inputs] + list(op.control_inputs):
-            if p in before:
-                deps |= before[p]
-                if p in position:
-                    deps.add(position[p])
-        before[op] = deps
-    made = {t.ref() for op in chosen for t in op.outputs}
-    nodes = [
-        order.Node(
-            inputs=tuple(t.ref() for t in op.inputs if t.ref() in big),
-            outputs=tuple((t.ref(), sizes[t.ref()]) for t in op.outputs if t.ref() in big),
-            after=tuple(sorted(before[op])),
-            alias=op.type in _ALIASES,
-        )
-        for op in chosen
-    ]
-    external = {t.ref(): sizes[t.ref()] for op in chosen for t in op.inputs}
-    external = {ref: size for ref, size in external.items() if ref in big and ref not in made}
-    kept = {t.ref() for t in dense_parts(results)}
-    best, peak = order.min_peak_order(nodes, external, kept)
-    if peak >= order.peak_of(range(len(nodes)), nodes, external, kept):
-        return False
-    last = None
-    for i in best:
-        op = chosen[i]
-        if _reassociable(op) or _foldable(op) or op.type in _SHAPES:  # no control edge (see these)
-            continue
-        if last is not None and op.type not in _NO_CONTROL_INPUTS:
-            op._add_control_input(last)
-        last = op
-    return True
-
-
-def _contributing(new_ops: list[tf.Operation], results: list) -> set[tf.Operation]:
-    """The ops of ``new_ops`` that ``results`` depend on through data inputs.
-
-    A gradient function also makes gradients nobody asked for (``RealDiv``'s of
-    its constant denominator). Grappler prunes them at once, unless a control
-    edge ties them to a gradient that is needed: then they live on through its
-    first rewrites, which then rewrite the needed ones differently.
-    """
-    made = set(new_ops)
-    live: set[tf.Operation] = set()
-    stack = [t.op for t in dense_parts(results)]
-    while stack:
-        op = stack.pop()
-        if op in live or op not in made:
-            continue
-        live.add(op)
-        stack.extend(t.op for t in op.inputs)
-    return live
-
-
-# Grappler reassociates a product or sum with a constant (``(dy * x) / 6`` into
-# ``(x / 6) * dy`` or ``(dy / 6) * x``, ConstantFolding then ArithmeticOptimizer)
-# only where no node of it has a control input or output; with one, it is rounded
-# differently from the tape's.
-_ASSOCIATIVE = {
-    "Mul": "mul", "RealDiv": "mul", "Div": "mul",
-    "Add": "add", "AddV2": "add", "Sub": "add",
-}  # fmt: skip
-
-
-def _with_constant(op: tf.Operation) -> bool:
-    return op.type in _ASSOCIATIVE and any(t.op.type == "Const" for t in op.inputs)
-
-
-def _reassociable(op: tf.Operation) -> bool:
-    """Whether ``op`` is in a product or sum with a constant that Grappler may reassociate.
-
-    That is ``c * child`` with ``child`` an op of the same kind, or that child.
-    Consumers are counted before Grappler prunes the gradients nobody needs
-    (TensorFlow's ``RealDiv`` gradient makes both), so more are taken than
-    Grappler will reassociate.
-    """
-    kind = _ASSOCIATIVE.get(op.type)
-    if kind is None:
-        return False
-    if _with_constant(op) and any(
-        _ASSOCIATIVE.get(_unfolded(t).op.type) == kind for t in op.inputs
-    ):
-        return True
-    return any(_ASSOCIATIVE.get(c.type) == kind and _with_constant(c) for c in _consumers(op))
-
-
-def _unfolded(t: tf.Tensor) -> tf.Tensor:
-    """``t`` before the reductions Grappler drops (:func:`_foldable`)."""
-    while _foldable(t.op):
-        t = t.op.inputs[0]
-    return t
-
-
-def _consumers(op: tf.Operation) -> list[tf.Operation]:
-    """The ops that read ``op``'s outputs, seen through the reductions Grappler drops."""
-    found, stack, seen = [], [c for t in op.outputs for c in t.consumers()], set()
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        if _foldable(c):
-            stack.extend(d for t in c.outputs for d in t.consumers())
-        else:
-            found.append(c)
-    return found
-
-
-#: Ops that read only their input's shape. Where Grappler folds the shape into a
-#: constant it moves the op's control inputs to the readers of the constant (the
-#: reductions of :func:`_foldable`, and after those are dropped, the product
-#: they were part of), which then is not reassociated as without kswap.
-_SHAPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
-
-
-def _foldable(op: tf.Operation) -> bool:
-    """Whether ``op`` reduces a broadcast gradient back to its input's shape.
-
-    A binary op's gradient sums over the dimensions ``BroadcastGradientArgs``
-    finds and reshapes the sum to ``tf.shape`` of the input. Where Grappler
-    proves the shapes equal (an unknown batch dimension from one source) it
-    drops both, and then reorders the sum of the gradients by their names as
-    without kswap, but it keeps a ``Reshape`` that has a control input.
-    """
-    if op.type == "Reshape":
-        return op.inputs[1].op.type in ("Shape", "ShapeN")
-    if op.type == "Sum":
-        return op.inputs[1].op.type == "BroadcastGradientArgs"
-    return False

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import kswap
 from kswap.layers import Offload
-from kswap.layers.schedule import dense_parts, order_backward
+from kswap.layers.chain import dense_parts, order_backward
 
 SEED = 11
 

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import kswap
+from kswap.layers.chain import order_backward
 from kswap.layers.order import Node, min_peak_order, peak_of
-from kswap.layers.schedule import order_backward
 
 MiB = 1 << 20
 
