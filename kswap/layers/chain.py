@@ -25,7 +25,7 @@ from kswap import transfer
 from kswap.layers import order
 from kswap.trace.build import in_scope
 
-__all__ = ["ORDER_BACKWARD", "dense_parts", "nominal_bytes", "order_backward"]
+__all__ = ["ORDER_BACKWARD", "chainable", "dense_parts", "nominal_bytes", "order_backward"]
 
 #: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
 #: executor alone orders them; for comparisons). Read when a step is traced.
@@ -128,12 +128,28 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     last = None
     for i in best:
         op = chosen[i]
-        if _reassociable(op) or _foldable(op) or op.type in _SHAPES:  # no control edge (see these)
+        if not chainable(op):
             continue
         if last is not None and op.type not in _NO_CONTROL_INPUTS:
             op._add_control_input(last)
         last = op
     return True
+
+
+def chainable(op: tf.Operation, *, arithmetic: bool = True) -> bool:
+    """Whether a control edge into or out of ``op`` leaves Grappler's rewrites as they were.
+
+    Not for a product or sum with a constant that Grappler may reassociate, a
+    reduction it may fold, or an op that reads only a shape (see
+    :func:`_reassociable`, :func:`_foldable` and :data:`_SHAPES`): with a
+    control edge they are rewritten differently from the tape's own graph.
+    With ``arithmetic=False``, no product, quotient or sum at all: a control
+    edge out of MobileNetV3Small's BatchNormalization scale gradient (a
+    ``Mul`` of no constant) changed its rounding.
+    """
+    if not arithmetic and op.type in _ASSOCIATIVE:
+        return False
+    return not (_reassociable(op) or _foldable(op) or op.type in _SHAPES)
 
 
 def _contributing(new_ops: list[tf.Operation], results: list) -> set[tf.Operation]:

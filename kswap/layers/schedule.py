@@ -41,7 +41,7 @@ import weakref
 import tensorflow as tf
 
 from kswap import transfer
-from kswap.layers.chain import dense_parts, nominal_bytes
+from kswap.layers.chain import chainable, dense_parts, nominal_bytes
 
 __all__ = [
     "GraphState",
@@ -315,7 +315,11 @@ class GraphState:
 
         Gradients may be dense, ``tf.IndexedSlices`` (an embedding's) or None.
         """
-        self.finished[index] = (dense_parts(input_grads), dense_parts(weight_grads))
+        # later swap-ins wait for the weight gradients (:meth:`gate`): only those a
+        # control edge out of leaves as Grappler rewrites them (kernel gradients; not
+        # a BatchNormalization scale's, a product rounded otherwise with one)
+        weights = [g for g in dense_parts(weight_grads) if chainable(g.op, arithmetic=False)]
+        self.finished[index] = (dense_parts(input_grads), weights)
 
     def gate(self, index: int, prefetch: int) -> list[tf.Tensor]:
         """What block ``index``'s swap-ins wait for.

@@ -6,10 +6,13 @@ apart from the suite. It trains a chain of convolutions plain and offloaded
 profiles one step of each, and prints as JSON on its last line whether the
 losses and weights are bit-identical and both device peaks. With
 ``--no-gate`` the forward does not wait for the host copies
-(``kswap.layers.schedule.ONE_THREAD_GATES = False``).
+(``kswap.layers.schedule.ONE_THREAD_GATES = False``). With ``--zoo NAME``
+it trains model ``NAME`` of ``tests/layers/test_exactness_zoo.py`` instead,
+plain and offloaded as that test does, and prints the deviation.
 """
 
 import argparse
+import dataclasses
 import json
 
 import tensorflow as tf
@@ -46,11 +49,34 @@ class Losses(keras.callbacks.Callback):
         self.losses.append(float(logs["loss"]))
 
 
+def zoo(name: str) -> None:
+    """Prints, as JSON, how far the offloaded model ``name`` trains from the plain one."""
+    from tests.layers.exactness import deviation, train
+    from tests.layers.test_exactness_zoo import MODELS, STEPS
+
+    build, make_data, batch = MODELS[name]
+    x, y = make_data(batch * STEPS)
+    plain = train(build, x, y, batch)
+    found = deviation(train(build, x, y, batch, offload=True), plain)
+    print(
+        json.dumps(
+            {
+                "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+                "deviation": dataclasses.asdict(found),
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-gate", action="store_true")
+    parser.add_argument("--zoo", help="a model of tests/layers/test_exactness_zoo.py")
     args = parser.parse_args()
     schedule.ONE_THREAD_GATES = not args.no_gate
+    if args.zoo:
+        zoo(args.zoo)
+        return
     rng = np.random.default_rng(0)
     x = rng.random((192, 32, 32, 16), dtype=np.float32)
     y = rng.integers(0, 4, 192)
