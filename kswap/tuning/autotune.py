@@ -19,8 +19,8 @@
    workload by what the measured step held (:func:`kswap.tuning.rounds.widen`)
    and plans again for a lower target (:meth:`AutoTune._tighter`: by the
    excess, by at least :data:`TIGHTEN_STEP` of the budget, by the round's
-   predicted-to-measured ratio, and until the plan changes; on the measured
-   step's own workload where the widened one has no tighter plan), at most
+   predicted-to-measured ratio, and until the plan changes; the most
+   memory-saving plan where no lower target has one), at most
    ``max_rounds`` plans in all.
    The plan, the measured peak and every round are kept on the callback
    (:attr:`AutoTune.plan`, :attr:`AutoTune.rounds`) and printed with ``verbose``.
@@ -61,7 +61,6 @@ from kswap.planning import (
     STRATEGIES,
     Link,
     Plan,
-    Workload,
     make_plan,
     parse_budget,
     simulate,
@@ -544,9 +543,8 @@ class AutoTune(keras.callbacks.Callback):
             return
         if len(self.rounds) < self.max_rounds:
             # what this step did that the profiled one did not show
-            measured = workload_from_trace(trace, self.model)
-            self.workload = widen(self.workload, measured)
-            tighter = self._tighter(last, over) or self._tighter(last, over, measured)
+            self.workload = widen(self.workload, workload_from_trace(trace, self.model))
+            tighter = self._tighter(last, over)
             if tighter is not None:
                 self._plan(tighter.budget_bytes, tighter)
                 return
@@ -564,17 +562,10 @@ class AutoTune(keras.callbacks.Callback):
             stacklevel=2,
         )
 
-    def _tighter(self, last: Round, over: int, workload: Workload | None = None) -> Plan | None:
-        """A plan for a lower target that differs from ``last``'s (see :func:`tighter_plan`).
-
-        It plans on the widened workload; where that has no tighter plan (each
-        block's largest bytes over two different steps can put its floor at the
-        last target while the measured step's tensors were under it, and its
-        allocator's blocks over), AutoTune passes the measured step's own
-        ``workload``.
-        """
+    def _tighter(self, last: Round, over: int) -> Plan | None:
+        """A plan for a lower target that differs from ``last``'s (see :func:`tighter_plan`)."""
         return tighter_plan(
-            workload or self.workload,
+            self.workload,
             last,
             self.budget_bytes,
             over,

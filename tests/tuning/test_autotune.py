@@ -347,7 +347,7 @@ def test_a_round_over_the_budget_widens_the_workload_by_what_its_step_held():
     assert simulate(widened, tighter, tune.link).peak_bytes <= tune.budget_bytes
 
 
-def test_where_the_widened_workload_has_no_tighter_plan_the_measured_step_plans():
+def test_where_no_lower_target_has_a_plan_the_most_saving_one_is_next():
     import dataclasses
 
     from kswap.planning import simulate, smallest_budget
@@ -362,10 +362,13 @@ def test_where_the_widened_workload_has_no_tighter_plan_the_measured_step_plans(
     floor = smallest_budget(measured, tune.link)
     other = dataclasses.replace(measured, other_bytes=first.budget_bytes - floor + (1 << 20))
     tune.workload = widen(measured, other)
-    assert smallest_budget(tune.workload, tune.link) >= first.budget_bytes
+    lowest = smallest_budget(tune.workload, tune.link)
+    assert lowest >= first.budget_bytes
     last = Round(first, first.budget_bytes)
     over = 2 << 20  # the measured step's allocator blocks over the budget
-    assert tune._tighter(last, over) is None
-    tighter = tune._tighter(last, over, measured)
-    assert tighter is not None and tighter.actions != first.actions
-    assert simulate(measured, tighter, tune.link).peak_bytes < first.predicted_peak_bytes
+    # the most memory-saving plan of the widened workload
+    saving = tune._tighter(last, over)
+    assert saving is not None and saving.actions != first.actions
+    assert simulate(tune.workload, saving, tune.link).peak_bytes == lowest
+    # where that was the last plan already, there is none
+    assert tune._tighter(Round(saving, first.budget_bytes), over) is None
