@@ -287,7 +287,8 @@ class GraphState:
         Returns:
             ``upstream``, held until the backward built just before this one
             has made its input gradients (``prefetch >= 1``) or all its
-            gradients, weights included (``prefetch == 0``). Blocks'
+            gradients, weights included but for products and sums
+            (``prefetch == 0``; see :meth:`finish`). Blocks'
             backwards thus run one at a time, in the order they are built,
             so two independent branches (a residual block's shortcut and main
             path) do not hold their working sets on the device together; with
@@ -329,7 +330,8 @@ class GraphState:
         branches. With ``prefetch >= 1`` the swap-ins wait for the start of
         the backward ``prefetch`` blocks earlier. With ``prefetch == 0`` they
         wait for the block's own upstream gradient and for the end of the
-        backward just before it (every gradient it makes, weights included):
+        backward just before it (every gradient it makes, weights included but
+        for products and sums, see :meth:`finish`):
         nothing brought back then shares the device with another block's
         backward.
         """
