@@ -367,6 +367,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
         else:
             skipped = frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted)
             ins, outs = saved.op_reads(op, skipped)
+            outs = tuple(i for i in outs if i not in saved.outputs_read_in_place(op))
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
             if _worth_offloading(t):
                 state.offload(t)
@@ -451,11 +452,17 @@ def _replay_grad(
     calls, custom, loops = specials
     graph = tf.compat.v1.get_default_graph()
 
+    # read from the device whatever the host holds (see saved.outputs_read_in_place)
+    in_place = {op.outputs[i].ref() for op in plan.ops for i in saved.outputs_read_in_place(op)}
+
     def grad(*upstream, variables=None):
         upstream = state.arrive(index, list(upstream), wrapper.prefetch)
         gate = state.gate(index, wrapper.prefetch)
 
         def fetch(t: tf.Tensor, by_value: bool) -> tf.Tensor:
+            if t.ref() in in_place:
+                state.kept_on_device.append((wrapper.name, t.name))
+                return t
             if not by_value:
                 # a static shape needs no tensor: TensorFlow folds it to a constant
                 if t.shape.is_fully_defined():

@@ -21,7 +21,13 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["GRADIENT_READS", "reads", "op_reads", "register_gradient_reads"]
+__all__ = [
+    "GRADIENT_READS",
+    "reads",
+    "op_reads",
+    "outputs_read_in_place",
+    "register_gradient_reads",
+]
 
 _NONE: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 _IN0 = ((0,), ())
@@ -169,3 +175,26 @@ def register_gradient_reads(
 ) -> None:
     """Declares which inputs/outputs the gradient of a custom op type reads."""
     GRADIENT_READS[op_type] = (tuple(inputs), tuple(outputs))
+
+
+def outputs_read_in_place(op) -> tuple[int, ...]:
+    """Outputs of ``op`` whose gradient must read the op's own tensor, not a copy.
+
+    Where TensorFlow runs oneDNN, its layout pass pairs a ``MaxPool`` with
+    the ``MaxPoolGrad`` that reads the pool's output: the forward saves where
+    the maxima are and the backward reads that. A gradient that reads a copy
+    of the output is not paired, and TensorFlow's own ``MaxPoolGrad`` then adds
+    overlapping windows' gradients in another order (NASNetLarge's 3x3,
+    stride-2 pools: gradients about 1e-7 apart). Windows that do not overlap
+    add nothing, so only overlapping pools keep their output on the device.
+    """
+    if op.type != "MaxPool" or not _onednn():
+        return ()
+    ksize, strides = op.get_attr("ksize"), op.get_attr("strides")
+    return (0,) if any(k > s for k, s in zip(ksize, strides, strict=True)) else ()
+
+
+def _onednn() -> bool:
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
