@@ -34,6 +34,7 @@ __all__ = [
     "has_gpu",
     "device_name",
     "one_inter_op_thread",
+    "onednn_enabled",
     "to_host",
     "to_device",
     "list_to_host",
@@ -72,6 +73,21 @@ def one_inter_op_thread() -> bool:
     copies (:meth:`kswap.layers.schedule.GraphState.gate_forward` makes it).
     """
     return tf.config.threading.get_inter_op_parallelism_threads() == 1
+
+
+def onednn_enabled() -> bool:
+    """Whether TensorFlow runs oneDNN's CPU kernels and fusions in this process.
+
+    TensorFlow turns them on by itself on x86 CPUs with AVX512_VNNI,
+    AVX512_BF16 or AMX (``TF_ENABLE_ONEDNN_OPTS=0`` turns them off); with
+    them, Grappler's remapper fuses more patterns (``MatMul`` with ``BiasAdd``
+    and exact GELU, for one), which round differently from the ops they
+    replace, and a ``MaxPool`` is paired with its gradient
+    (:func:`kswap.layers.saved.outputs_read_in_place`).
+    """
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 def to_host(x: tf.Tensor) -> tf.Tensor:

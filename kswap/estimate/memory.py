@@ -306,8 +306,7 @@ def _block(block, i, g: _Graph, owner, saved, last_use, in_flight, per_op_reads)
             r = g.root(t)
             if owner.get(r.name) == i and r.name not in last_reader:
                 last_reader[r.name], held[r.name] = k, tensor_bytes(r)
-    holds = sum(held.values())  # the block's saved bytes
-    live = peak = sum(grads.values()) + holds
+    live = peak = sum(grads.values()) + saved  # saved: the sizes in ``held``, summed
     forward_costs, backward_costs = [], []
     for k in reversed(range(len(block.ops))):
         op = block.ops[k]
@@ -331,7 +330,7 @@ def _block(block, i, g: _Graph, owner, saved, last_use, in_flight, per_op_reads)
         input_bytes=input_bytes,
         output_bytes=sum(outs.values()),
         forward_bytes=forward_bytes,
-        backward_bytes=peak - holds,
+        backward_bytes=peak - saved,
         forward_costs=tuple(forward_costs),
         backward_costs=tuple(backward_costs),
     )

@@ -25,16 +25,23 @@ from kswap import transfer
 from kswap.layers import order
 from kswap.trace.build import in_scope
 
-__all__ = ["ORDER_BACKWARD", "chainable", "dense_parts", "nominal_bytes", "order_backward"]
+__all__ = [
+    "ORDER_BACKWARD",
+    "PASS_THROUGH",
+    "chainable",
+    "dense_parts",
+    "nominal_bytes",
+    "order_backward",
+]
 
 #: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
 #: executor alone orders them; for comparisons). Read when a step is traced.
 ORDER_BACKWARD = True
 
+#: Ops that hand their input on as it is.
+PASS_THROUGH = frozenset({"Identity", "IdentityN"})
 # ops whose output shares their first input's buffer
-_ALIASES = frozenset(
-    {"Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims", "StopGradient", "Snapshot"}
-)
+_ALIASES = PASS_THROUGH | {"Reshape", "Squeeze", "ExpandDims", "StopGradient", "Snapshot"}
 # oneDNN merges a filter gradient with its bias gradient only when neither has
 # control inputs; without the merge the bias gradient rounds differently
 _NO_CONTROL_INPUTS = frozenset({"BiasAddGrad", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2"})

@@ -367,7 +367,8 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
         else:
             skipped = frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted)
             ins, outs = saved.op_reads(op, skipped)
-            outs = tuple(i for i in outs if i not in saved.outputs_read_in_place(op))
+            in_place = saved.outputs_read_in_place(op)
+            outs = tuple(i for i in outs if i not in in_place)
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
             if _worth_offloading(t):
                 state.offload(t)

@@ -188,13 +188,9 @@ def outputs_read_in_place(op) -> tuple[int, ...]:
     stride-2 pools: gradients about 1e-7 apart). Windows that do not overlap
     add nothing, so only overlapping pools keep their output on the device.
     """
-    if op.type != "MaxPool" or not _onednn():
+    from kswap import transfer  # TensorFlow's; this table needs none
+
+    if op.type != "MaxPool" or not transfer.onednn_enabled():
         return ()
     ksize, strides = op.get_attr("ksize"), op.get_attr("strides")
     return (0,) if any(k > s for k, s in zip(ksize, strides, strict=True)) else ()
-
-
-def _onednn() -> bool:
-    from tensorflow.python.util import _pywrap_util_port
-
-    return bool(_pywrap_util_port.IsMklEnabled())

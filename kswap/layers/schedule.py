@@ -41,7 +41,7 @@ import weakref
 import tensorflow as tf
 
 from kswap import transfer
-from kswap.layers.chain import chainable, dense_parts, nominal_bytes
+from kswap.layers.chain import PASS_THROUGH, chainable, dense_parts, nominal_bytes
 
 __all__ = [
     "GraphState",
@@ -52,7 +52,6 @@ __all__ = [
 
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-_PASS_THROUGH = frozenset({"Identity", "IdentityN"})
 #: Whether, with one inter-op thread, a block's forward waits for the host
 #: copies made before it (:meth:`GraphState.gate_forward`) and a block's
 #: swap-ins for the weight gradients of the block before (:meth:`GraphState.gate`).
@@ -67,7 +66,7 @@ def _one_thread() -> bool:
 
 def canonical(t: tf.Tensor) -> tf.Tensor:
     """Sees through Identity ops, which share their input's buffer."""
-    while t.op.type in _PASS_THROUGH:
+    while t.op.type in PASS_THROUGH:
         index = t.value_index if t.op.type == "IdentityN" else 0
         t = t.op.inputs[index]
     return t

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 
+from kswap import transfer
 from tests.layers.models import BUILDERS, SEED
 
 
@@ -53,18 +54,7 @@ def trained_references(fit):
     return get
 
 
-def onednn_enabled() -> bool:
-    """Whether TensorFlow runs oneDNN's CPU kernels and fusions in this process.
-
-    TensorFlow turns them on by itself on x86 CPUs with AVX512_VNNI,
-    AVX512_BF16 or AMX (``TF_ENABLE_ONEDNN_OPTS=0`` turns them off); with
-    them, Grappler's remapper fuses more patterns (``MatMul`` with ``BiasAdd``
-    and exact GELU, for one), which round differently from the ops they
-    replace.
-    """
-    from tensorflow.python.util import _pywrap_util_port
-
-    return bool(_pywrap_util_port.IsMklEnabled())
+onednn_enabled = transfer.onednn_enabled
 
 
 def cpu_has_amx() -> bool:

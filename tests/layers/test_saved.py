@@ -119,7 +119,7 @@ def test_applications(name, dynamic, offloaded_application):
     y = rng.random((4, 1000), dtype=np.float32)
     in_place = _check(model, x, y, dynamic)
     # ResNet50's 3x3, stride-2 pool keeps its output for oneDNN's pairing
-    expected = ["pool1_pool"] if name == "ResNet50" and saved._onednn() else []
+    expected = ["pool1_pool"] if name == "ResNet50" and transfer.onednn_enabled() else []
     assert [block for block, _ in in_place] == expected
 
 
@@ -138,11 +138,11 @@ def test_only_overlapping_max_pools_read_their_output_in_place(monkeypatch):
         for op in graph.get_operations()
         if "Pool" in op.type
     }
-    monkeypatch.setattr(saved, "_onednn", lambda: True)
+    monkeypatch.setattr(transfer, "onednn_enabled", lambda: True)
     assert saved.outputs_read_in_place(ops["MaxPool3"]) == (0,)
     assert saved.outputs_read_in_place(ops["MaxPool2"]) == ()
     assert saved.outputs_read_in_place(ops["AvgPool3"]) == ()
-    monkeypatch.setattr(saved, "_onednn", lambda: False)  # no pairing to keep
+    monkeypatch.setattr(transfer, "onednn_enabled", lambda: False)  # no pairing to keep
     assert saved.outputs_read_in_place(ops["MaxPool3"]) == ()
 
 
