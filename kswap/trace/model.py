@@ -293,14 +293,24 @@ class Trace:
         """
         return self.timeline(tier, step, requested=requested).peak_bytes
 
-    def step_peak_bytes(self, tier: str = "device") -> int:
+    def step_peak_bytes(self, tier: str = "device", step: int | None = None) -> int:
         """Largest rise over the bytes in use at a step's start, over all steps.
 
         This is the part of the peak a step itself adds (activations, gradients,
         temporaries): what offloading can change. Without step markers the
         whole trace counts as one step.
+
+        Args:
+            tier: ``"device"`` or ``"host"``.
+            step: Only this step's rise (an index into :attr:`steps`); the
+                largest of all steps' if None.
         """
-        steps = range(len(self.steps)) if self.steps else [None]
+        if step is not None and not 0 <= step < len(self.steps):
+            raise ValueError(
+                f"`step` must be the index of one of the trace's {len(self.steps)} steps. "
+                f"Received: step={step!r}"
+            )
+        steps = [step] if step is not None else range(len(self.steps)) if self.steps else [None]
         best = 0
         for s in steps:
             lo, _ = self._window(s)

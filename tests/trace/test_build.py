@@ -72,8 +72,11 @@ def test_steps_and_step_peak():
     # step 0: starts at 1K resident, peaks at 7K; step 1 starts at 7K, peaks at 8K
     assert trace.peak_bytes(step=0) == 7 * KB
     assert trace.step_peak_bytes() == 6 * KB
+    assert [trace.step_peak_bytes(step=i) for i in (0, 1)] == [6 * KB, 1 * KB]
     with pytest.raises(ValueError, match="step"):
         trace.peak_bytes(step=5)
+    with pytest.raises(ValueError, match=r"`step` must be .* Received: step=2"):
+        trace.step_peak_bytes(step=2)
 
 
 def test_emulated_host_tier_by_scope_and_gpu_tier_by_allocator():
