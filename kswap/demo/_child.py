@@ -67,8 +67,8 @@ def _watch(steps: int, logdir: str, ready):
     import numpy as np
     import tensorflow as tf
 
-    from kswap.profiler.profile import ProfilerBusyError, new_xplane, xplane_files
-    from kswap.trace import STEP_MARKER
+    from kswap.profiler.profile import ProfilerBusyError
+    from kswap.tuning.window import ProfileWindow
 
     class Watch(keras.callbacks.Callback):
         def __init__(self):
@@ -76,8 +76,7 @@ def _watch(steps: int, logdir: str, ready):
             self.first: int | None = None
             self.ends: list[float] = []
             self.path: str | None = None
-            self._marker = None
-            self._before: dict[str, int] | None = None
+            self._window = ProfileWindow(logdir)
 
         def on_train_batch_begin(self, batch, logs=None):
             if self.first is None:
@@ -87,24 +86,17 @@ def _watch(steps: int, logdir: str, ready):
                 if batch:
                     print(f"\nstep {batch + 1}: timing the next {steps} steps", flush=True)
             k = batch - self.first - steps - 1  # the profiled step's number
-            if k == 0:
-                self._before = xplane_files(logdir)
-                try:
-                    tf.profiler.experimental.start(logdir)
-                except tf.errors.AlreadyExistsError:
-                    raise ProfilerBusyError("Another TensorFlow profiler is running.") from None
+            if k == 0 and not self._window.start():
+                raise ProfilerBusyError("Another TensorFlow profiler is running.")
             if k >= 0:
-                self._marker = tf.profiler.experimental.Trace(STEP_MARKER, step_num=k, _r=1)
-                self._marker.__enter__()
+                self._window.mark()  # step k
 
         def on_train_batch_end(self, batch, logs=None):
             if self.first is None:
                 return
             for value in tf.nest.flatten(logs):
                 np.asarray(value)  # the step has finished
-            if self._marker is not None:
-                self._marker.__exit__(None, None, None)
-                self._marker = None
+            self._window.close_marker()
             k = batch - self.first - steps - 1
             if k < 0:
                 self.ends.append(time.perf_counter())
@@ -116,9 +108,8 @@ def _watch(steps: int, logdir: str, ready):
             self._stop()
 
         def _stop(self) -> None:
-            if self._before is not None and self.path is None:
-                tf.profiler.experimental.stop()
-                self.path = new_xplane(logdir, self._before)
+            if self._window.running:
+                self.path = self._window.xplane()
 
         @property
         def seconds(self) -> list[float]:

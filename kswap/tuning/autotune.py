@@ -47,13 +47,9 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
-import shutil
-import tempfile
-import time
 import warnings
 
 import keras
-import tensorflow as tf
 
 from kswap import transfer
 from kswap.optimizer_state import host_variables, place_optimizer_state
@@ -69,13 +65,14 @@ from kswap.planning import (
 from kswap.planning.budget import Budget, format_bytes
 from kswap.planning.devices import Device, as_device
 from kswap.planning.link import as_link
-from kswap.profiler.profile import held_before_training, new_xplane, read_trace, xplane_files
+from kswap.profiler.profile import held_before_training
 from kswap.profiler.workload import workload_from_trace
-from kswap.trace import STEP_MARKER, Trace
+from kswap.trace import Trace
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
 from kswap.tuning.device import device_capacity, device_preset
 from kswap.tuning.rounds import TIGHTEN_STEP, Round, first_plan, tighter_plan, widen
+from kswap.tuning.window import ProfileWindow
 
 __all__ = ["AutoTune", "Round", "TIGHTEN_STEP"]
 
@@ -307,80 +304,39 @@ class AutoTune(keras.callbacks.Callback):
         step, self._step = self._step, self._step + 1
         if self.done:
             return
-        self._close_marker()
-        if self._profiling and self._profiled == self.profile_steps:
+        window = self._window
+        window.close_marker()
+        if window.running and window.steps == self.profile_steps:
             self._finish_window()
             if self.done:
                 return
-        if not self._profiling and step >= self._next_start:
-            self._start_profiler()
-        if self._profiling:
-            self._marker = tf.profiler.experimental.Trace(
-                STEP_MARKER, step_num=self._profiled, _r=1
-            )
-            self._marker.__enter__()
-            self._profiled += 1
+        if not window.running and step >= self._next_start and not window.start():
+            self._next_start += 1  # someone else's profiler: try the next step
+        if window.running:
+            window.mark()
 
     def on_train_end(self, logs=None):
-        self._close_marker()
-        if self._profiling:
-            if self._profiled == self.profile_steps and not self.done:
-                self._finish_window()
-            else:  # fit ended inside the window
-                self._stop_profiler()
+        window = self._window
+        window.close_marker()
+        if window.running and window.steps == self.profile_steps and not self.done:
+            self._finish_window()
+        window.close()  # stops a profiler left inside its window when fit ended
         if self._baseline_window:  # fit ended before the baseline was measured
             self._baseline_window = False
             self._restore_start()
             self.restored = False
-        if self._own_logdir:
-            shutil.rmtree(self._own_logdir, ignore_errors=True)
-            self._own_logdir = None
 
     # ------------------------------------------------------------------ profiling
 
     def _reset(self) -> None:
         self._step = 0
         self._next_start = 0
-        self._profiling = False
-        self._profiled = 0
-        self._marker = None
-        self._own_logdir: str | None = None
-        self._last_start = -1
+        self._window = ProfileWindow(self.logdir)
         self._baseline_window = False
         self._budget: Budget | None = None
 
-    def _close_marker(self) -> None:
-        if self._marker is not None:
-            self._marker.__exit__(None, None, None)
-            self._marker = None
-
-    def _start_profiler(self) -> None:
-        if self.logdir is None and self._own_logdir is None:
-            self._own_logdir = tempfile.mkdtemp(prefix="kswap-autotune-")
-        self._dir = self.logdir or self._own_logdir
-        self._before = xplane_files(self._dir)
-        try:
-            tf.profiler.experimental.start(self._dir)
-        except tf.errors.AlreadyExistsError:  # someone else's profiler: try the next step
-            self._next_start += 1
-            return
-        self._profiling, self._profiled = True, 0
-
-    def _stop_profiler(self) -> None:
-        # The profiler names a run's folder after the second it writes the
-        # trace, at stop: wait for a new second so a window never overwrites
-        # the last one's trace.
-        if int(time.time()) <= self._last_start:
-            time.sleep(1.0 - time.time() % 1.0 + 0.01)
-        tf.profiler.experimental.stop()
-        self._last_start = int(time.time())
-        self._profiling = False
-
     def _finish_window(self) -> None:
-        self._stop_profiler()
-        trace = read_trace(
-            new_xplane(self._dir, self._before), self.model, held_bytes=self.held_bytes
-        )
+        trace = self._window.read(self.model, self.held_bytes)
         if self._baseline_window:  # every block kept: the baseline, measured
             self._baseline_window = False
             self.baseline_peak_bytes = trace.peak_bytes("device")
