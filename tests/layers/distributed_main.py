@@ -10,6 +10,7 @@ Prints one JSON line: the losses and a weight checksum of both runs.
 MultiWorkerMirroredStrategy (keras-team/keras#20585), custom loops do.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -58,8 +59,8 @@ def main(argv):
 def _trained(strategy, offload: bool, train, seed: int = 3) -> dict:
     """The residual model built in the strategy's scope (offloaded or not), seeded, trained.
 
-    ``train(model, x, y)`` returns the losses; the result holds them and a
-    weight checksum.
+    ``train(model, x, y)`` returns the losses; the result holds them and the
+    SHA-256 of every weight's bytes (equal digests: bit-identical weights).
     """
     import keras
     import numpy as np
@@ -74,10 +75,10 @@ def _trained(strategy, offload: bool, train, seed: int = 3) -> dict:
     x, y = data(model, 32)
     keras.utils.set_random_seed(seed)
     losses = train(model, x, y)
-    return {
-        "loss": losses,
-        "weights": float(sum(np.abs(w.numpy()).sum() for w in model.weights)),
-    }
+    digest = hashlib.sha256()
+    for w in model.weights:  # every bit of every weight, in the model's order
+        digest.update(np.ascontiguousarray(w.numpy()).tobytes())
+    return {"loss": losses, "weights": digest.hexdigest()}
 
 
 def _autotune(strategy, kswap):
