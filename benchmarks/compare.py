@@ -2,7 +2,7 @@
 
     python benchmarks/compare.py                                   # MobileNetV2, ResNet50, GPT2
     python benchmarks/compare.py --models MobileNetV2 --repeats 3 --out results/
-    python benchmarks/compare.py --quick --out /tmp/compare        # a tiny CNN, for a test
+    python benchmarks/compare.py --quick --out compare-quick/      # a tiny CNN, for a test
 
 Models (``--models``, comma-separated):
 

@@ -58,7 +58,7 @@ def test_unparseable(budget):
         parse_budget(budget)
 
 
-def test_exact_message_of_the_brief():
+def test_the_error_names_the_argument_and_what_was_received():
     with pytest.raises(ValueError) as info:
         parse_budget(-2)
     assert str(info.value) == "`budget` must be in (0, 1] or a byte count. Received: budget=-2"
