@@ -32,10 +32,11 @@ bytes in use when a step begins (weights, optimizer slots) plus the largest
 working set of one layer's backward at one moment (the tensors it reads, its
 gradients and temporaries, from the kswap trace). Weight gradients of other
 layers are not counted there: an optimizer could apply and free them early.
-Keras does not: it applies all of them after the backward, so "floor+grads"
-adds the weight gradients of other layers alive at that moment (backward
-buffers that live until the update), and "peak / floor+grads" is the device
-peak against it.
+Keras's step applies them after the backward, and TensorFlow's executor runs
+each update once its gradient is ready or later, as it schedules, so
+"floor+grads" adds the weight gradients of other layers alive at that moment
+in the trace (backward buffers that live until their update), and "peak /
+floor+grads" is the device peak against it.
 
 The tensor peak is the peak of the bytes tensors asked for; the device peak
 counts the blocks the allocator gave them, which its rounding and unsplit
@@ -240,10 +241,10 @@ def _autotuned(model, fraction: float, x, y, batch: int):
 def _floor(trace) -> tuple[int, int]:
     """The floor without and with the weight gradients the update waits for.
 
-    Keras applies every gradient at once after the backward, so a weight
-    gradient made early in the backward stays on the device until the update:
-    the second figure adds those alive at each moment (backward buffers that
-    live until the update begins).
+    A weight gradient made early in the backward stays on the device until
+    its update runs, which the executor may schedule at once or after the
+    backward: the second figure adds those alive at each moment (backward
+    buffers that live until the update begins).
     """
     lo, hi = trace.steps[-1]
     device = trace.tier("device")
