@@ -5,12 +5,12 @@ moving statistics too), each counted once. Gradients are one per trainable
 weight, of its size, all counted alive together at the backward's end: Keras's
 step applies them after the backward, and although TensorFlow's executor may
 run an update as soon as its gradient is ready, it need not (an upper bound).
-The optimizer's slots are counted from the optimizer's own variables when it
-is built (every variable that is not a
-scalar, as :mod:`kswap.optimizer_state` moves them), and otherwise from its
-class: Adam, AdamW, Nadam, Adamax, Adadelta, Ftrl and Lamb keep 2 slots per
-trainable weight (Adam with ``amsgrad``: 3), SGD with momentum, Adagrad, Lion
-1, plain SGD 0, RMSprop 1 (plus 1 with momentum, 1 more centered).
+The optimizer's slots are counted from the optimizer's own variables when it is
+built (every variable that is not a scalar, as :mod:`kswap.optimizer_state`
+moves them), and otherwise from its class: Adam, AdamW, Nadam, Adamax,
+Adadelta, Ftrl and Lamb keep 2 slots per trainable weight (Adam with
+``amsgrad``: 3), SGD with momentum, Adagrad, Lion 1, plain SGD 0, RMSprop 1
+(plus 1 with momentum, 1 more centered).
 
 Example:
     >>> import keras
