@@ -180,17 +180,28 @@ def register_gradient_reads(
 def outputs_read_in_place(op) -> tuple[int, ...]:
     """Outputs of ``op`` whose gradient must read the op's own tensor, not a copy.
 
-    Where TensorFlow runs oneDNN, its layout pass pairs a ``MaxPool`` with
-    the ``MaxPoolGrad`` that reads the pool's output: the forward saves where
-    the maxima are and the backward reads that. A gradient that reads a copy
-    of the output is not paired, and TensorFlow's own ``MaxPoolGrad`` then adds
-    overlapping windows' gradients in another order (NASNetLarge's 3x3,
-    stride-2 pools: gradients about 1e-7 apart). Windows that do not overlap
-    add nothing, so only overlapping pools keep their output on the device.
+    Where TensorFlow runs oneDNN, its layout pass pairs a ``MaxPool`` (or
+    ``MaxPool3D``) with the gradient that reads the pool's output: the
+    forward saves where the maxima are and the backward reads that. A
+    gradient that reads a copy of the output is not paired, and TensorFlow's
+    own kernel runs instead:
+
+    - ``MaxPoolGrad`` adds overlapping windows' gradients in another order
+      (NASNetLarge's 3x3, stride-2 pools: gradients about 1e-7 apart). For
+      windows that do not overlap both give each window's gradient to the
+      same input, so only overlapping 2-D pools keep their output.
+    - ``MaxPool3DGrad`` gives a window's gradient to every input equal to its
+      maximum, oneDNN to one of them, so every 3-D max pool keeps its output
+      (a Conv3D-ReLU-MaxPooling3D model's first kernel gradient 6e-5 apart
+      after one step otherwise).
     """
     from kswap import transfer  # TensorFlow's; this table needs none
 
-    if op.type != "MaxPool" or not transfer.onednn_enabled():
+    if not transfer.onednn_enabled():
+        return ()
+    if op.type == "MaxPool3D":
+        return (0,)
+    if op.type != "MaxPool":
         return ()
     ksize, strides = op.get_attr("ksize"), op.get_attr("strides")
     return (0,) if any(k > s for k, s in zip(ksize, strides, strict=True)) else ()

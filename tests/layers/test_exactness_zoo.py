@@ -160,6 +160,33 @@ def preact_residual():
     return model
 
 
+def conv3d():
+    """Conv3D with ReLU, then a max pool of 2x2x2 windows: ties of the maximum in a window.
+
+    TensorFlow's own ``MaxPool3DGrad`` on a CPU hands a window's gradient to
+    every input equal to its maximum; oneDNN, which pairs the pool with its
+    gradient where it runs, to one of them.
+    """
+    model = keras.Sequential(
+        [
+            keras.Input((8, 16, 16, 1)),
+            keras.layers.Conv3D(8, 3, activation="relu", padding="same", name="c1"),
+            keras.layers.MaxPooling3D(2, name="pool"),
+            keras.layers.Conv3D(16, 3, activation="relu", padding="same", name="c2"),
+            keras.layers.GlobalAveragePooling3D(name="gap"),
+            keras.layers.Dense(5, name="out"),
+        ],
+        name="conv3d",
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _volumes(n):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 8, 16, 16, 1), dtype=np.float32), rng.integers(0, 5, n)
+
+
 def _small_maps(n):
     rng = np.random.default_rng(0)
     return rng.random((n, 8, 8, 8), dtype=np.float32), rng.integers(0, 5, n)
@@ -216,6 +243,7 @@ MODELS = {
     "squeeze_excite": (squeeze_excite, _maps, 8),
     "preact_residual": (preact_residual, _small_maps, 8),
     "squeeze_excite_mul_only": (squeeze_excite, _maps, 8),
+    "conv3d": (conv3d, _volumes, 8),
 }
 
 #: What is offloaded where not every layer is (``kswap.OffloadingModel``'s ``policy``):

@@ -146,6 +146,19 @@ def test_only_overlapping_max_pools_read_their_output_in_place(monkeypatch):
     assert saved.outputs_read_in_place(ops["MaxPool3"]) == ()
 
 
+def test_every_3d_max_pool_reads_its_output_in_place(monkeypatch):
+    @tf.function
+    def pool(x):
+        return tf.nn.max_pool3d(x, 2, 2, "VALID")  # windows that do not overlap
+
+    graph = pool.get_concrete_function(tf.TensorSpec((1, 4, 4, 4, 2))).graph
+    (op,) = [op for op in graph.get_operations() if op.type == "MaxPool3D"]
+    monkeypatch.setattr(transfer, "onednn_enabled", lambda: True)
+    assert saved.outputs_read_in_place(op) == (0,)
+    monkeypatch.setattr(transfer, "onednn_enabled", lambda: False)
+    assert saved.outputs_read_in_place(op) == ()
+
+
 def test_a_wrong_declaration_is_caught(monkeypatch):
     """Declaring that Relu's gradient reads nothing leaves its output on the device."""
     monkeypatch.setattr(offload, "MIN_OFFLOAD_BYTES", 0)
