@@ -221,6 +221,38 @@ def gelu_tokens():
     return model
 
 
+class _GeluFeedForward(keras.layers.Layer):
+    """A feed-forward block as keras-hub's Gemma writes it: tanh GELU between two projections."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.up = keras.layers.Dense(128, use_bias=False, name="up")
+        self.down = keras.layers.Dense(64, use_bias=False, name="down")
+
+    def build(self, input_shape):
+        self.up.build(input_shape)
+        self.down.build((*input_shape[:-1], 128))
+
+    def call(self, x):
+        return self.down(keras.activations.gelu(self.up(x), approximate=True))
+
+
+def gelu_in_block():
+    """Tanh-approximated GELU inside one layer, its output read by the layer's next op."""
+    inp = keras.Input((16, 64))
+    h = keras.layers.Dense(64, name="proj")(inp)
+    h = _GeluFeedForward(name="ffw")(h)
+    out = keras.layers.Dense(5, name="out")(h)
+    model = keras.Model(inp, out, name="gelu_in_block")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _feature_sequences(n):
+    rng = np.random.default_rng(0)
+    return rng.random((n, 16, 64), dtype=np.float32), rng.integers(0, 5, (n, 16))
+
+
 def _token_vectors(n):
     rng = np.random.default_rng(0)
     return rng.random((n, 8, 16), dtype=np.float32), rng.integers(0, 5, (n, 8))
@@ -244,6 +276,7 @@ MODELS = {
     "preact_residual": (preact_residual, _small_maps, 8),
     "squeeze_excite_mul_only": (squeeze_excite, _maps, 8),
     "conv3d": (conv3d, _volumes, 8),
+    "gelu_in_block": (gelu_in_block, _feature_sequences, 8),
 }
 
 #: What is offloaded where not every layer is (``kswap.OffloadingModel``'s ``policy``):
@@ -265,6 +298,12 @@ DATASETS = {
 #: Measured gaps (name -> reason), each a strict xfail. On each the remapper switch changes
 #: nothing (every deviation 0), so the bound is zero.
 GAPS: dict[str, str] = {
+    "gelu_in_block": (
+        "weights 1.5e-8 apart after 5 Adam steps (losses equal), as keras-hub's Gemma (2.0e-7): "
+        "tanh GELU inside a layer whose next op reads its output; with Grappler's arithmetic "
+        "optimizer or its constant folding off, or with a model name sorting after "
+        "`gradient_tape`, the runs match"
+    ),
     "gelu_late_name": (
         "weights 6.6e-9 apart after 5 Adam steps (losses equal): the tape's backward shares "
         "x ** 2 with the forward (Grappler merges the two), kswap's reads its copy; the merged "
