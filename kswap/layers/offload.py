@@ -367,6 +367,7 @@ def _offload_reads(state: GraphState, plan: replay.ReplayPlan, xs) -> tuple[dict
         else:
             skipped = frozenset(i for i, t in enumerate(op.inputs) if t.ref() not in wanted)
             ins, outs = saved.op_reads(op, skipped)
+            ins = tuple(i for i in ins if i not in saved.inputs_read_in_place(op))
             in_place = saved.outputs_read_in_place(op)
             outs = tuple(i for i in outs if i not in in_place)
         for t in [op.inputs[i] for i in ins] + [op.outputs[i] for i in outs]:
@@ -453,8 +454,10 @@ def _replay_grad(
     calls, custom, loops = specials
     graph = tf.compat.v1.get_default_graph()
 
-    # read from the device whatever the host holds (see saved.outputs_read_in_place)
+    # read from the device whatever the host holds (see saved.outputs_read_in_place
+    # and saved.inputs_read_in_place)
     in_place = {op.outputs[i].ref() for op in plan.ops for i in saved.outputs_read_in_place(op)}
+    in_place |= {op.inputs[i].ref() for op in plan.ops for i in saved.inputs_read_in_place(op)}
 
     def grad(*upstream, variables=None):
         upstream = state.arrive(index, list(upstream), wrapper.prefetch)

@@ -25,6 +25,7 @@ __all__ = [
     "GRADIENT_READS",
     "reads",
     "op_reads",
+    "inputs_read_in_place",
     "outputs_read_in_place",
     "register_gradient_reads",
 ]
@@ -205,3 +206,32 @@ def outputs_read_in_place(op) -> tuple[int, ...]:
         return ()
     ksize, strides = op.get_attr("ksize"), op.get_attr("strides")
     return (0,) if any(k > s for k, s in zip(ksize, strides, strict=True)) else ()
+
+
+def inputs_read_in_place(op) -> tuple[int, ...]:
+    """Inputs of ``op`` whose gradient must read the op's own tensor, not a copy.
+
+    ``x ** 3`` (tanh GELU's): Grappler rewrites the forward into
+    ``x * square(x)`` (``<scope>/ArithmeticOptimizer/ConvertPow__inner_<name>``)
+    and, where the gradient's ``x ** 2`` squares the same ``x``, merges the two
+    squares into the gradient's node (``gradient_tape/<op>/Pow``). The forward
+    product then sorts its inputs by name before constant folding regroups it
+    with GELU's coefficient. A gradient that reads a copy of ``x`` leaves the
+    forward its own square; where that name sorts on the other side of ``x``
+    than the merged one does, the product is rounded otherwise (keras-hub's
+    Gemma: weights 2.0e-7 apart after 5 Adam steps). Only there ``x`` is read
+    on the device; elsewhere (GPT-2's GELU) its copy is.
+    """
+    if op.type != "Pow" or len(op.inputs) != 2 or op.inputs[1].op.type != "Const":
+        return ()
+    from tensorflow.python.framework import tensor_util  # TensorFlow's; the table needs none
+
+    exponent = tensor_util.MakeNdarray(op.inputs[1].op.get_attr("value"))
+    if exponent.size != 1 or float(exponent.reshape(-1)[0]) != 3.0:
+        return ()
+    x = op.inputs[0]
+    x_name = x.op.name if x.value_index == 0 else f"{x.op.name}:{x.value_index}"
+    scope, _, base = op.name.rpartition("/")
+    own = f"{scope}/ArithmeticOptimizer/ConvertPow__inner_{base}" if scope else base
+    merged = f"gradient_tape/{op.name}/Pow"
+    return (0,) if (x_name < own) != (x_name < merged) else ()

@@ -50,8 +50,10 @@ def _read_from_device(graph, scope: str) -> list[str]:
         if in_scope(op.name, transfer.DEVICE_SCOPE):
             continue  # a swap-in: named after the tensor it brings back, under its scope
         for i, t in enumerate(op.outputs):
-            if i in saved.outputs_read_in_place(op):
-                continue  # read from the device on purpose (oneDNN's MaxPool pairing)
+            if i in saved.outputs_read_in_place(op) or any(
+                c.inputs[k] is t for c in t.consumers() for k in saved.inputs_read_in_place(c)
+            ):
+                continue  # read from the device on purpose (oneDNN's pairing, x ** 3's square)
             n = t.shape.num_elements()
             if n is not None and n * t.dtype.size < offload.MIN_OFFLOAD_BYTES:
                 continue
@@ -187,3 +189,28 @@ def test_a_wrong_declaration_costs_memory_never_correctness(monkeypatch):
     assert any("The gradient of Relu reads a value" in str(w.message) for w in caught)
     np.testing.assert_array_equal(losses[1], losses[0])
     assert_same_state(ref, off)
+
+
+def test_a_cube_reads_its_input_in_place_only_where_its_square_would_sort_otherwise():
+    """``x ** 3``: where the forward's own square and the gradient's merged one sort apart."""
+
+    def cube_pow(scope: str):
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, (None, 4))
+            with tf.name_scope(scope):
+                h = tf.identity(x, name="BiasAdd")
+                with tf.name_scope("Gelu"):
+                    tf.math.pow(h, 3.0, name="Pow")
+                    tf.math.pow(h, 2.0, name="Square")
+        return graph.get_operation_by_name(f"{scope}/Gelu/Pow"), graph.get_operation_by_name(
+            f"{scope}/Gelu/Square"
+        )
+
+    # "zeta/d/BiasAdd" sorts before "zeta/d/Gelu/ArithmeticOptimizer/..." and after
+    # "gradient_tape/...": without the device's own x the product is ordered otherwise
+    cube, square = cube_pow("zeta/d")
+    assert saved.inputs_read_in_place(cube) == (0,)
+    assert saved.inputs_read_in_place(square) == ()  # not a cube: no square to merge
+    cube, _ = cube_pow("alpha/d")  # both sides agree: the copy is read
+    assert saved.inputs_read_in_place(cube) == ()
