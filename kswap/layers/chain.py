@@ -152,11 +152,28 @@ def chainable(op: tf.Operation, *, arithmetic: bool = True) -> bool:
     control edge they are rewritten differently from the tape's own graph.
     With ``arithmetic=False``, no product, quotient or sum at all: a control
     edge out of MobileNetV3Small's BatchNormalization scale gradient (a
-    ``Mul`` of no constant) changed its rounding.
+    ``Mul`` of no constant) changed its rounding. Nor a power
+    (:func:`_merged_power`).
     """
     if not arithmetic and op.type in _ASSOCIATIVE:
         return False
-    return not (_reassociable(op) or _foldable(op) or op.type in _SHAPES)
+    return not (_reassociable(op) or _foldable(op) or op.type in _SHAPES or _merged_power(op))
+
+
+def _merged_power(op: tf.Operation) -> bool:
+    """Whether ``op`` is a power, which Grappler may merge with another.
+
+    Grappler rewrites the forward's ``x ** 3`` (tanh GELU's) into
+    ``x * square(x)`` and merges that square with the gradient's
+    ``x ** (3 - 1)`` (its exponent folded to a constant) where both read the
+    same ``x`` and neither has a control input; the merged node's name then
+    decides the order of the forward's product
+    (:func:`kswap.layers.saved.inputs_read_in_place`). A control edge into the
+    gradient's power keeps the two apart: a layer with tanh GELU between two
+    projections on a sequence, whose backward kswap orders, was 1.5e-8 apart
+    after 5 Adam steps with one.
+    """
+    return op.type == "Pow"
 
 
 def _contributing(new_ops: list[tf.Operation], results: list) -> set[tf.Operation]:

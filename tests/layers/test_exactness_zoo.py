@@ -238,7 +238,13 @@ class _GeluFeedForward(keras.layers.Layer):
 
 
 def gelu_in_block():
-    """Tanh-approximated GELU inside one layer, its output read by the layer's next op."""
+    """Tanh-approximated GELU inside one layer, its output read by the layer's next op.
+
+    Grappler merges the forward's square of the GELU's input with the
+    gradient's only where the gradient reads the same tensor and its power
+    has no control edge (see ``kswap.layers.saved.inputs_read_in_place`` and
+    ``kswap.layers.chain``); the merged node's name orders the forward's product.
+    """
     inp = keras.Input((16, 64))
     h = keras.layers.Dense(64, name="proj")(inp)
     h = _GeluFeedForward(name="ffw")(h)
@@ -297,15 +303,7 @@ DATASETS = {
 
 #: Measured gaps (name -> reason), each a strict xfail. On each the remapper switch changes
 #: nothing (every deviation 0), so the bound is zero.
-GAPS: dict[str, str] = {
-    "gelu_in_block": (
-        "weights 1.5e-8 apart after 5 Adam steps (losses equal): tanh GELU inside a layer "
-        "whose next op reads its output, on a sequence (Dense as Tensordot); with Grappler's "
-        "arithmetic optimizer or its constant folding off the runs match. Reading x ** 3's "
-        "input on the device (saved.inputs_read_in_place), which made keras-hub's Gemma "
-        "bit-identical, is not enough here"
-    ),
-}
+GAPS: dict[str, str] = {}
 
 
 #: Gaps measured on CPUs with AMX only (name -> reason), each a strict xfail there.
