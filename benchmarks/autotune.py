@@ -32,6 +32,12 @@ changes from run to run, and Adam grows that to ~1e-2 in the loss within a
 few steps at 96x96, batch 32; ``--inter-op-threads 1`` makes the plain model
 repeat itself bit for bit, and then kswap must match it bit for bit);
 AutoTune's warnings are in the JSON. Without a GPU, device memory is emulated on CPU:0.
+
+``--replicas N`` trains every model under ``tf.distribute.MirroredStrategy``
+over N devices (N GPUs where there are, else N logical CPUs sharing CPU:0's
+allocator), at the same global batch. The budget, the baseline and the peaks
+are then per replica, of the busiest one (:mod:`kswap.trace.replicas`); the
+table adds the baseline of all replicas together.
 """
 
 from __future__ import annotations
@@ -55,8 +61,27 @@ from _common import (
 from offload import build_variant
 
 
-def _build(name, input_shape):
-    return build_variant(name, "baseline", input_shape)
+def _build(name, input_shape, strategy=None):
+    if strategy is None:
+        return build_variant(name, "baseline", input_shape)
+    with strategy.scope():
+        return build_variant(name, "baseline", input_shape)
+
+
+def _strategy(replicas: int):
+    """MirroredStrategy over ``replicas`` GPUs, or logical CPUs; None for one replica."""
+    if replicas <= 1:
+        return None
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) >= replicas:
+        return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(replicas)])
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * replicas
+    )
+    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
 
 
 def _fit(model, x, y, batch, callbacks=()):
@@ -87,32 +112,46 @@ def _deviation(losses, reference) -> float:
 def worker(args) -> dict:
     import kswap
     from kswap.modelspec import synthetic_data
+    from kswap.trace.replicas import replica_peaks
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests.layers.exactness import remapper
 
     set_inter_op_threads(args.inter_op_threads)
+    strategy = _strategy(args.replicas)
 
-    model = _build(args.model, args.input)
+    def build():
+        return _build(args.model, args.input, strategy)
+
+    model = build()
     x, y = synthetic_data(model, args.batch * args.steps)
     baseline = kswap.profile(model, x, y, steps=2, batch_size=args.batch)
+    last = len(baseline.steps) - 1
     budget = float(args.budget) if args.budget.replace(".", "", 1).isdigit() else args.budget
     tune = kswap.AutoTune(budget, link=args.link, profile_steps=1, verbose=1)
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        losses = _fit(kswap.OffloadingModel(model), x, y, args.batch, [tune])
+        if strategy is None:
+            offloaded = kswap.OffloadingModel(model)
+        else:
+            with strategy.scope():
+                offloaded = kswap.OffloadingModel(model)
+        losses = _fit(offloaded, x, y, args.batch, [tune])
     seconds = time.perf_counter() - t0
-    reference = _fit(_build(args.model, args.input), x, y, args.batch)
-    again = _fit(_build(args.model, args.input), x, y, args.batch)  # TensorFlow's run-to-run
+    reference = _fit(build(), x, y, args.batch)
+    again = _fit(build(), x, y, args.batch)  # TensorFlow's run-to-run
     with remapper(False):  # TensorFlow's own noise: its op fusions switched off
-        noise = _fit(_build(args.model, args.input), x, y, args.batch)
+        noise = _fit(build(), x, y, args.batch)
     plan = tune.plan
     if args.plans and plan is not None and not tune.restored:
         os.makedirs(args.plans, exist_ok=True)
         plan.to_json(os.path.join(args.plans, f"{args.model}-{os.getpid()}.json"))
     return {
-        "measured_baseline_bytes": baseline.peak_bytes("device", len(baseline.steps) - 1),
+        # per replica, the busiest one's (the whole trace's for one replica)
+        "measured_baseline_bytes": max(replica_peaks(baseline, "device", last).values()),
+        "all_replicas_baseline_bytes": baseline.peak_bytes("device", last),
+        "replicas": tune.replicas,
         "estimated_baseline_bytes": plan.baseline_peak_bytes if plan else None,
         "autotune_baseline_bytes": tune.baseline_peak_bytes,
         "budget_bytes": tune.budget_bytes,
@@ -156,6 +195,12 @@ def main() -> None:
     p.add_argument("--link", default=None, help="a preset name; default: measured")
     p.add_argument("--out", default=None, help="also write the results as JSON here")
     p.add_argument("--plans", default=None, help="keep AutoTune's last plans here (JSON)")
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="train under MirroredStrategy over this many GPUs or logical CPUs",
+    )
     inter_op_threads_arg(
         p, ". With 1 the plain model repeats itself bit for bit, and so must kswap"
     )
@@ -171,6 +216,7 @@ def main() -> None:
         budget=args.budget,
         steps=args.steps,
         inter_op_threads=args.inter_op_threads,
+        replicas=args.replicas,
     )
     if args.link:
         options["link"] = args.link
@@ -198,6 +244,7 @@ def main() -> None:
                     name,
                     i + 1,
                     mib(base),
+                    mib(r["all_replicas_baseline_bytes"]),
                     _baseline(r),
                     mib(r.get("held_bytes") or 0),
                     "-" if r["budget_bytes"] is None else mib(r["budget_bytes"]),
@@ -215,7 +262,9 @@ def main() -> None:
             print(f"{name} process {i + 1}: {json.dumps(r)}", flush=True)
     print(
         f"\n{args.models} {args.input}, batch {args.batch}, budget {args.budget}, "
-        f"{args.steps} steps; {device_label(emulated)}\n"
+        f"{args.steps} steps"
+        + (f", {args.replicas} replicas (figures per replica)" if args.replicas > 1 else "")
+        + f"; {device_label(emulated)}\n"
     )
     print(
         table(
@@ -223,6 +272,7 @@ def main() -> None:
                 "model",
                 "process",
                 "measured baseline MiB",
+                "all replicas MiB",
                 "AutoTune's baseline MiB",
                 "held before training MiB",
                 "budget MiB",

@@ -39,7 +39,14 @@ import tensorflow as tf
 
 from kswap import transfer
 
-__all__ = ["TIERS", "check_optimizer_state", "host_variables", "place_optimizer_state"]
+__all__ = [
+    "TIERS",
+    "check_optimizer_state",
+    "distributed",
+    "host_variables",
+    "place_optimizer_state",
+    "slot_variables",
+]
 
 #: Where ``optimizer_state`` may put an optimizer's slots.
 TIERS = ("device", "host")
@@ -69,13 +76,26 @@ def _chain(optimizer: keras.optimizers.Optimizer) -> list:
     return chain
 
 
-def _slots(optimizer: keras.optimizers.Optimizer) -> list:
+def slot_variables(optimizer: keras.optimizers.Optimizer) -> list:
+    """The optimizer's variables that can move: every one that is not a scalar."""
     return [v for v in optimizer.variables if len(v.shape) > 0]
 
 
 def host_variables(optimizer: keras.optimizers.Optimizer) -> list:
     """The optimizer's variables that live in the host tier."""
-    return _slots(optimizer) if getattr(optimizer, _HOST, False) else []
+    return slot_variables(optimizer) if getattr(optimizer, _HOST, False) else []
+
+
+def distributed(optimizer: keras.optimizers.Optimizer) -> bool:
+    """Whether a ``tf.distribute`` strategy holds the optimizer's variables.
+
+    Their slots then stay on the device: :func:`place_optimizer_state`
+    refuses to move them.
+    """
+    strategy = getattr(optimizer, "_distribution_strategy", None)
+    if tf.distribute.has_strategy() or strategy not in (None, tf.distribute.get_strategy()):
+        return True
+    return any(isinstance(v._value, tf.distribute.DistributedValues) for v in optimizer.variables)
 
 
 def place_optimizer_state(
@@ -110,8 +130,7 @@ def place_optimizer_state(
         )
     if getattr(optimizer, _HOST, False) == (tier == "host"):
         return False
-    strategy = getattr(optimizer, "_distribution_strategy", None)
-    if tf.distribute.has_strategy() or strategy not in (None, tf.distribute.get_strategy()):
+    if distributed(optimizer):
         raise ValueError(_DISTRIBUTED)
     if not optimizer.built:
         if variables is None:
@@ -120,8 +139,8 @@ def place_optimizer_state(
                 "variables it trains (`variables`). Received: variables=None"
             )
         optimizer.build(variables)
-    slots = _slots(optimizer)
-    if any(isinstance(v._value, tf.distribute.DistributedValues) for v in slots):
+    slots = slot_variables(optimizer)
+    if distributed(optimizer):  # built just now, under a strategy
         raise ValueError(_DISTRIBUTED)
     for v in slots:  # the Keras variable stays; the TensorFlow variable under it moves
         old, v._value = v._value, transfer.move_variable(v._value, tier)

@@ -43,7 +43,8 @@ class Context:
         self.n = n = len(workload.blocks)
         self.keep_all: tuple[Code, ...] = ((KEEP, 1),) * n
         self.baseline = self.engine.run(self.keep_all, False, detail=True)
-        self.tiers = (False, True) if workload.optimizer_bytes else (False,)
+        movable = workload.optimizer_bytes and workload.optimizer_movable
+        self.tiers = (False, True) if movable else (False,)
         self._memo: dict[Candidate, tuple[float, int]] = {}
         self.cache: dict = {}  # what the strategies compute once per problem
         blocks = workload.blocks

@@ -143,6 +143,12 @@ class Plan:
                 f"`optimizer_state` must be one of {TIERS}. "
                 f"Received: optimizer_state={optimizer_state!r}"
             )
+        if optimizer_state == "host" and not workload.optimizer_movable:
+            raise ValueError(
+                "`optimizer_state='host'` needs a workload whose optimizer state can "
+                "move (a tf.distribute strategy holds it). Received: "
+                "optimizer_state='host' for a workload with optimizer_movable=False"
+            )
         engine = engine or Engine(workload, link)
         baseline = engine.run([(0, 1)] * len(actions))
         run = engine.run([code_of(a) for a in actions], optimizer_state == "host")

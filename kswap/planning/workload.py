@@ -153,6 +153,8 @@ class Workload:
             step (conservative: they are made during the backward).
         optimizer_bytes: The optimizer's slots (Adam: twice the weights);
             on the device unless a plan puts them in host memory.
+        optimizer_movable: Whether a plan may put the slots in host memory
+            (not where a ``tf.distribute`` strategy holds them).
         other_bytes: Any other bytes alive through the step that do not grow
             with the batch: inputs and labels, the loss, library workspace.
         update_seconds: The optimizer update's compute time, after backward.
@@ -166,6 +168,7 @@ class Workload:
     optimizer_bytes: int = 0
     other_bytes: int = 0
     update_seconds: float = 0.0
+    optimizer_movable: bool = True
     name: str = ""
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -195,6 +198,11 @@ class Workload:
         object.__setattr__(
             self, "update_seconds", as_seconds("update_seconds", self.update_seconds)
         )
+        if not isinstance(self.optimizer_movable, bool):
+            raise ValueError(
+                "`optimizer_movable` must be True or False. "
+                f"Received: optimizer_movable={self.optimizer_movable!r}"
+            )
         if not isinstance(self.metadata, Mapping):
             raise ValueError(f"`metadata` must be a mapping. Received: metadata={self.metadata!r}")
 
@@ -233,7 +241,10 @@ class Workload:
 
     def _payload(self) -> dict[str, Any]:
         fields = [f.name for f in dataclasses.fields(Block)]
+        # written only where it is not the default: older workloads keep their fingerprint
+        fixed = {} if self.optimizer_movable else {"optimizer_movable": False}
         return {
+            **fixed,
             "format": _FORMAT,
             "name": self.name,
             "weight_bytes": self.weight_bytes,
@@ -284,6 +295,10 @@ class Workload:
         top = ("weight_bytes", "gradient_bytes", "optimizer_bytes", "other_bytes")
         return cls(
             blocks=tuple(blocks),
-            **{k: payload[k] for k in (*top, "update_seconds", "name") if k in payload},
+            **{
+                k: payload[k]
+                for k in (*top, "update_seconds", "optimizer_movable", "name")
+                if k in payload
+            },
             metadata=payload.get("metadata") or {},
         )

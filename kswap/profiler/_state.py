@@ -28,11 +28,14 @@ def preserved_state(model, sample_batch):
     The model (and its optimizer) are built first if needed, so that every
     variable training could touch exists before the snapshot.
     """
-    if not model.built:
-        model(sample_batch[0])
-    optimizer = model.optimizer
-    if optimizer is not None and not optimizer.built:
-        optimizer.build(model.trainable_variables)
+    # a model built under tf.distribute makes its variables in its strategy's scope
+    strategy = getattr(model, "distribute_strategy", None)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        if not model.built:
+            model(sample_batch[0])
+        optimizer = model.optimizer
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(model.trainable_variables)
     variables = model_variables(model)
     values = [v.numpy() for v in variables]
     try:

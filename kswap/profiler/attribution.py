@@ -56,6 +56,9 @@ _TAPE_SUM = re.compile(r"^AddN(_\d+)?$")
 _FIT_CALL = re.compile(
     r"^(?:(?:while|body|cond|then|else|_\d+)(?:_\d+)?/)*(?:Stateful)?PartitionedCall(?:_\d+)?/"
 )
+# MirroredStrategy's scope of replica N > 0: first, or after the tape's scope
+_REPLICA = re.compile(r"^((?:gradient_tape/)?)replica_\d+/")
+_REPLICA_SCOPE = re.compile(r"^replica_\d+$")
 
 
 def step_op_name(op: str) -> str:
@@ -72,6 +75,11 @@ def step_op_name(op: str) -> str:
         'model_1/dense_1/PartitionedCall/MatMul'
     """
     return _FIT_CALL.sub("", op, count=1)
+
+
+def _replica_name(op: str) -> str:
+    """``step_op_name(op)`` as the first replica names it (``replica_N/`` removed)."""
+    return _REPLICA.sub(r"\1", step_op_name(op), count=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,12 +108,12 @@ def resolver(tree: LayerTree) -> Callable[[str], str | None]:
     def layer_of(op: str) -> str | None:
         if op in cache:
             return cache[op]
-        parts = step_op_name(op).split("/")
+        parts = _replica_name(op).split("/")
         # a swap-in is named after the tensor it copies, then the backward that reads it
         inner = [i for i, p in enumerate(parts) if i and p in _PREFIXES]
         if inner:
             parts = parts[inner[-1] :]
-        while parts and parts[0] in _PREFIXES:
+        while parts and (parts[0] in _PREFIXES or _REPLICA_SCOPE.match(parts[0])):
             parts = parts[1:]
         node, path = tree, []
         if parts and _matches(tree.name, parts[0]):
@@ -179,7 +187,7 @@ def phase_resolver(
     updates = tuple(update_scopes)
 
     def phase_of(op: str) -> str:
-        name = step_op_name(op)
+        name = _replica_name(op)
         if any(name.startswith(scope + "/") for scope in updates):
             return "update"
         if any(in_scope(name, scope) for scope in transfers):

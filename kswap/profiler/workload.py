@@ -72,10 +72,12 @@ forward):
   the gradients that no block's count holds) the backward-phase buffers of
   no block alive at ``t_e``.
 - ``weight_bytes``: every weight; ``optimizer_bytes``: the optimizer's
-  variables; ``other_bytes``: what else was on the device when the step
-  began (the batch, metrics; not the weights, nor the optimizer's
-  variables that were there, nor those in the host tier) plus saved bytes
-  of no block (the loss's).
+  slots (its variables that are not scalars, which a plan may move; not
+  under a ``tf.distribute`` strategy: ``optimizer_movable``);
+  ``other_bytes``: what else was on the device when the step began (the
+  batch, metrics, the optimizer's scalars; not the weights, nor the slots
+  that were there, nor those in the host tier) plus saved bytes of no
+  block (the loss's).
 
 Example:
     >>> import kswap, keras, numpy as np
@@ -99,7 +101,7 @@ from collections.abc import Collection, Sequence
 import keras
 import numpy as np
 
-from kswap.optimizer_state import host_variables
+from kswap.optimizer_state import distributed, host_variables, slot_variables
 from kswap.planning import Block, Workload
 from kswap.profiler import working_sets
 from kswap.profiler.profile import variable_bytes
@@ -514,7 +516,8 @@ def workload_from_trace(
     gradient_bytes = sum(variable_bytes(v) for v in trainable.values())  # of no block
     gradient_bytes += min(stray, applied)  # gradients the trace gives no block
     optimizer = getattr(model, "optimizer", None)
-    slots = {id(v): v for v in (optimizer.variables if optimizer is not None else ())}
+    # the slots a plan may move (counters and the learning rate stay: other bytes)
+    slots = {id(v): v for v in (slot_variables(optimizer) if optimizer is not None else ())}
     optimizer_bytes = sum(variable_bytes(v) for v in slots.values())
     # slots kept in the host tier were not on the device when the step began
     on_host = {id(v) for v in host_variables(optimizer)} if optimizer is not None else set()
@@ -527,6 +530,7 @@ def workload_from_trace(
         gradient_bytes=gradient_bytes,
         optimizer_bytes=optimizer_bytes,
         other_bytes=other,
+        optimizer_movable=optimizer is None or not distributed(optimizer),
         update_seconds=update,
         name=name or model.name,
         metadata={

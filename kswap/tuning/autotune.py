@@ -68,6 +68,7 @@ from kswap.planning.link import as_link
 from kswap.profiler.profile import held_before_training
 from kswap.profiler.workload import workload_from_trace
 from kswap.trace import Trace
+from kswap.trace.replicas import busiest_replica
 from kswap.tuning import report
 from kswap.tuning.apply import apply_plan, current_actions, wrappers
 from kswap.tuning.device import device_capacity, device_preset
@@ -92,7 +93,10 @@ class AutoTune(keras.callbacks.Callback):
             where the estimate of it fits the device), a byte count, or a size such as
             ``"12GiB"``. None: the device's capacity (a GPU's memory, or the
             limit set by :func:`kswap.allocator.configure`); where none is
-            known AutoTune leaves the model as it is and says so.
+            known AutoTune leaves the model as it is and says so. Under
+            ``tf.distribute.MirroredStrategy`` the budget is per replica: of
+            each replica's device, held against the busiest replica's peak
+            (:mod:`kswap.trace.replicas`).
         strategy: The planner's strategy (:data:`kswap.planning.STRATEGIES`).
         link: The device-host link the planner assumes: a
             :class:`~kswap.planning.Link` or a preset name (``"pcie4"``).
@@ -193,6 +197,9 @@ class AutoTune(keras.callbacks.Callback):
         #: began beyond the model's variables (``fit``'s input arrays, which a
         #: GPU keeps in host memory). Profiled steps count it as host memory.
         self.held_bytes = 0
+        #: Replicas in the profiled steps (MirroredStrategy): the budget and every
+        #: figure are per replica, of the busiest one.
+        self.replicas = 1
         self._reset()
 
     # ------------------------------------------------------------------ results
@@ -336,7 +343,17 @@ class AutoTune(keras.callbacks.Callback):
         self._budget: Budget | None = None
 
     def _finish_window(self) -> None:
-        trace = self._window.read(self.model, self.held_bytes)
+        # under MirroredStrategy the budget is per replica (each has its own
+        # device): the busiest replica's buffers and ops are the step's
+        trace = busiest_replica(self._window.read(self.model, self.held_bytes))
+        if trace.metadata.get("replicas", 1) != self.replicas:
+            self.replicas = trace.metadata.get("replicas", 1)
+            if self.verbose and self.replicas > 1:
+                print(
+                    f"AutoTune: {self.replicas} replicas; the budget is of each one's device, "
+                    f"and the figures are the busiest replica's (replica "
+                    f"{trace.metadata['replica']})"
+                )
         if self._baseline_window:  # every block kept: the baseline, measured
             self._baseline_window = False
             self.baseline_peak_bytes = trace.peak_bytes("device")

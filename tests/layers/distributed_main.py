@@ -83,8 +83,8 @@ def _trained(strategy, offload: bool, train, seed: int = 3) -> dict:
 
 def _autotune(strategy, kswap):
     """Plain against kswap.AutoTune in ``fit`` under the strategy: 12 steps, enough for a round."""
-    # a byte budget: a fraction's baseline is of both replicas here, see the test
-    tune = kswap.AutoTune("1GiB", profile_steps=1, link="pcie4", verbose=0)
+    # a fraction of the measured baseline, which is per replica
+    tune = kswap.AutoTune(0.9, profile_steps=1, link="pcie4", verbose=0)
 
     def train(callbacks):
         def fit(model, x, y):
@@ -100,7 +100,24 @@ def _autotune(strategy, kswap):
     out["rounds"] = len(tune.rounds)
     out["start_peak_bytes"] = tune.start_peak_bytes
     out["measured"] = [r.measured_peak_bytes for r in tune.rounds]
+    out["replicas"] = tune.replicas
+    out["baseline_peak_bytes"] = tune.baseline_peak_bytes
+    out["budget_bytes"] = tune.budget_bytes
+    out["profile"] = _replica_peaks(strategy, kswap)
     return out
+
+
+def _replica_peaks(strategy, kswap):
+    """kswap.profile of the plain model under the strategy: each replica's peak and the whole's."""
+    from kswap.trace.replicas import replica_peaks
+    from tests.layers.helpers import build, compile_, data
+
+    with strategy.scope():
+        model = compile_(build("residual"), optimizer="sgd")
+    x, y = data(model, 32)
+    trace = kswap.profile(model, x, y, steps=1, batch_size=GLOBAL_BATCH)
+    peaks = replica_peaks(trace, "device", len(trace.steps) - 1 if trace.steps else None)
+    return {"replicas": {str(k): v for k, v in peaks.items()}, "whole": trace.peak_bytes("device")}
 
 
 def _host_state_errors(strategy, build, compile_, kswap):

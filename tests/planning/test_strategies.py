@@ -160,3 +160,34 @@ def test_a_thousand_blocks():
     w = random_workload(1000, 7)
     plan = make_plan(w, 0.5, "pcie3")
     assert plan.fits and len(plan.actions) == 1000
+
+
+def test_slots_a_strategy_holds_stay_on_the_device():
+    import dataclasses
+
+    from kswap.planning import Plan
+
+    work = resnet_like(batch=8, size=64)
+    link = Link(12e9, 12e9)
+    lowest = smallest_budget(work, link)
+    fixed = dataclasses.replace(work, optimizer_movable=False)
+    # moving the slots is what the tightest plan takes; held on the device, it
+    # cannot go as low, and no strategy puts them on the host
+    assert lowest < smallest_budget(fixed, link)
+    budget = smallest_budget(fixed, link)
+    for name in STRATEGIES:
+        try:
+            plan = make_plan(fixed, budget, link, strategy=name)
+        except ValueError:
+            continue  # this strategy does not reach the budget
+        assert plan.optimizer_state == "device", name
+    assert make_plan(work, lowest, link).optimizer_state == "host"
+    # it survives JSON and takes part in the fingerprint
+    again = Workload.from_json(fixed.to_json())
+    assert again.optimizer_movable is False and again == fixed
+    assert fixed.fingerprint() != work.fingerprint()
+    assert Workload.from_json(work.to_json()).fingerprint() == work.fingerprint()
+    with pytest.raises(ValueError, match="optimizer_movable=False"):
+        Plan.evaluate(fixed, "keep", link, optimizer_state="host")
+    with pytest.raises(ValueError, match="optimizer_movable"):
+        Workload(blocks=(), optimizer_movable="no")

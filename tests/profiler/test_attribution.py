@@ -47,6 +47,21 @@ def test_ops_inside_fit_s_call_of_the_step():
     assert step_op_name("MakeIterator") == "MakeIterator"
 
 
+def test_a_mirrored_strategy_s_other_replicas_have_the_same_layers_and_phases():
+    # MirroredStrategy runs replica N > 0 under `replica_N/` (its gradients under
+    # `gradient_tape/replica_N/`); step_op_name keeps the scope, which says the replica
+    layer_of, phase_of = resolver(TREE), phase_resolver(TREE, TRANSFERS)
+    for op, layer, phase in [
+        ("replica_1/outer_1/dense_2/MatMul", "dense", "forward"),
+        ("gradient_tape/replica_1/outer_1/block_1/bn_3/mul", "block/bn", "backward"),
+        ("replica_3/outer_1/dense_2/kswap_host_tier/DeepCopy", "dense", "transfer"),
+        ("PartitionedCall/replica_1/outer_1/block_1/conv_1/Conv2D", "block/conv", "forward"),
+    ]:
+        assert (layer_of(op), phase_of(op)) == (layer, phase), op
+    assert step_op_name("gradient_tape/replica_1/outer_1/x") == "gradient_tape/replica_1/outer_1/x"
+    assert layer_of("replica_1/adam/Mul") is None
+
+
 # --- ops kswap and the tape make outside a layer's scope ----------------------------
 
 TRANSFERS = ("kswap_host_tier", "kswap_device_tier")
