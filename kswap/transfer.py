@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import statistics
 import time
 
@@ -34,6 +35,9 @@ __all__ = [
     "has_gpu",
     "device_name",
     "one_inter_op_thread",
+    "inter_op_threads",
+    "local_replicas",
+    "one_thread_per_replica",
     "onednn_enabled",
     "to_host",
     "to_device",
@@ -73,6 +77,54 @@ def one_inter_op_thread() -> bool:
     copies (:meth:`kswap.layers.schedule.GraphState.gate_forward` makes it).
     """
     return tf.config.threading.get_inter_op_parallelism_threads() == 1
+
+
+def inter_op_threads() -> int:
+    """How many inter-op threads TensorFlow runs ops on in this process.
+
+    The number set (``tf.config.threading``), else ``TF_NUM_INTEROP_THREADS``,
+    else TensorFlow's default: one per CPU core the process may run on.
+    """
+    threads = tf.config.threading.get_inter_op_parallelism_threads()
+    if threads > 0:
+        return threads
+    try:
+        threads = int(os.environ.get("TF_NUM_INTEROP_THREADS", "0"))
+    except ValueError:
+        threads = 0
+    if threads > 0:
+        return threads
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def local_replicas() -> int:
+    """How many replicas of the step this process runs (1 without a strategy).
+
+    Under ``tf.distribute.MirroredStrategy`` every local device runs its
+    replica of the step on the same inter-op threads.
+    """
+    if not tf.distribute.has_strategy():
+        return 1
+    try:
+        return max(len(tf.distribute.get_strategy().extended.worker_devices), 1)
+    except (AttributeError, NotImplementedError, RuntimeError, ValueError):
+        return max(tf.distribute.get_strategy().num_replicas_in_sync, 1)
+
+
+def one_thread_per_replica() -> bool:
+    """Whether each replica of the step has fewer than two inter-op threads of its own.
+
+    Then, as with :func:`one_inter_op_thread`, the threads are busy running
+    the replicas' forward chains inline, and a block's copy to the host
+    waits until a forward has ended: under ``MirroredStrategy`` over two
+    logical CPUs on a two-core machine each replica's copies ran after its
+    whole forward (the other's after the first replica's whole backward),
+    with their activations still on the device.
+    """
+    return one_inter_op_thread() or inter_op_threads() < 2 * local_replicas()
 
 
 def onednn_enabled() -> bool:

@@ -52,16 +52,17 @@ __all__ = [
 
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-#: Whether, with one inter-op thread, a block's forward waits for the host
-#: copies made before it (:meth:`GraphState.gate_forward`) and a block's
-#: swap-ins for the weight gradients of the block before (:meth:`GraphState.gate`).
-#: Read when a step is traced.
+#: Whether, with one inter-op thread (per replica of the step: see
+#: :func:`kswap.transfer.one_thread_per_replica`), a block's forward waits for
+#: the host copies made before it (:meth:`GraphState.gate_forward`) and a
+#: block's swap-ins for the weight gradients of the block before
+#: (:meth:`GraphState.gate`). Read when a step is traced.
 ONE_THREAD_GATES = True
 
 
 def _one_thread() -> bool:
     """Whether the gates for one inter-op thread apply (see :data:`ONE_THREAD_GATES`)."""
-    return ONE_THREAD_GATES and transfer.one_inter_op_thread()
+    return ONE_THREAD_GATES and transfer.one_thread_per_replica()
 
 
 def canonical(t: tf.Tensor) -> tf.Tensor:
