@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kswap.trace.build import in_scope
+from kswap.trace.replicas import first_replica_name
 
 __all__ = [
     "LayerTree",
@@ -56,9 +57,6 @@ _TAPE_SUM = re.compile(r"^AddN(_\d+)?$")
 _FIT_CALL = re.compile(
     r"^(?:(?:while|body|cond|then|else|_\d+)(?:_\d+)?/)*(?:Stateful)?PartitionedCall(?:_\d+)?/"
 )
-# MirroredStrategy's scope of replica N > 0: first, or after the tape's scope
-_REPLICA = re.compile(r"^((?:gradient_tape/)?)replica_\d+/")
-_REPLICA_SCOPE = re.compile(r"^replica_\d+$")
 
 
 def step_op_name(op: str) -> str:
@@ -78,8 +76,8 @@ def step_op_name(op: str) -> str:
 
 
 def _replica_name(op: str) -> str:
-    """``step_op_name(op)`` as the first replica names it (``replica_N/`` removed)."""
-    return _REPLICA.sub(r"\1", step_op_name(op), count=1)
+    """``step_op_name(op)`` as the first replica names it (MirroredStrategy's scopes removed)."""
+    return first_replica_name(step_op_name(op))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +111,7 @@ def resolver(tree: LayerTree) -> Callable[[str], str | None]:
         inner = [i for i, p in enumerate(parts) if i and p in _PREFIXES]
         if inner:
             parts = parts[inner[-1] :]
-        while parts and (parts[0] in _PREFIXES or _REPLICA_SCOPE.match(parts[0])):
+        while parts and parts[0] in _PREFIXES:
             parts = parts[1:]
         node, path = tree, []
         if parts and _matches(tree.name, parts[0]):

@@ -36,10 +36,17 @@ import re
 
 from kswap.trace.model import Allocation, OpInterval, Trace
 
-__all__ = ["busiest_replica", "replica_of", "replica_peaks", "replica_trace", "replicas"]
+__all__ = [
+    "busiest_replica",
+    "first_replica_name",
+    "replica_of",
+    "replica_peaks",
+    "replica_trace",
+    "replicas",
+]
 
 # MirroredStrategy's name scope of replica N > 0, anywhere in the op's name
-_SCOPE = re.compile(r"(?:^|/)replica_(\d+)/")
+_SCOPE = re.compile(r"(^|/)replica_(\d+)/")
 # a GPU's own allocator: the device (and so the replica) a buffer lives on
 _GPU_ALLOCATOR = re.compile(r"^GPU_(\d+)_bfc$")
 
@@ -60,7 +67,17 @@ def replica_of(item: Allocation | OpInterval) -> int:
         if match:
             return int(match.group(1))
     match = _SCOPE.search(item.op or "")
-    return int(match.group(1)) if match else 0
+    return int(match.group(2)) if match else 0
+
+
+def first_replica_name(op: str) -> str:
+    """``op`` as the first replica names it: every ``replica_N/`` scope removed.
+
+    Example:
+        >>> first_replica_name("gradient_tape/replica_1/model/d/MatMul")
+        'gradient_tape/model/d/MatMul'
+    """
+    return _SCOPE.sub(r"\1", op)
 
 
 def replicas(trace: Trace) -> tuple[int, ...]:
