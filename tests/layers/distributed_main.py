@@ -86,11 +86,10 @@ def _trained(strategy, offload: bool, train, seed: int = 3) -> dict:
 
 def _autotune(strategy, kswap):
     """Plain against kswap.AutoTune in ``fit`` under the strategy: 12 steps, enough for a round."""
-    # a fraction of the measured baseline, which is per replica (the whole of it:
-    # a ~32 MiB transient of each replica is most of this model's peak, and
-    # whether the two coincide decides the baseline, so a lower fraction may
-    # have no plan)
-    tune = kswap.AutoTune(1.0, profile_steps=1, link="pcie4", verbose=0)
+    # a byte budget: a ~32 MiB transient of each replica is most of this model's
+    # peak, and whether the two coincide decides a fraction's baseline (34 or 67
+    # MiB), so a fraction may have no plan in one run and one in the next
+    tune = kswap.AutoTune("1GiB", profile_steps=1, link="pcie4", verbose=0)
 
     def train(callbacks):
         def fit(model, x, y):
