@@ -11,7 +11,7 @@ Models (``--models``, comma-separated):
 - ``GPT2``: ``keras_hub.models.GPT2Backbone`` from a small config, no weights
   (4 layers, hidden 256, 4 heads, MLP 1024, sequence 128, vocabulary 1000)
   under a next-token softmax head;
-- ``Tiny``: a small residual CNN built here (32x32x3, batch 8), for ``--quick``.
+- ``Tiny``: a small residual CNN built here (64x64x3, batch 32), for ``--quick``.
 
 All are compiled with Adam and sparse categorical cross-entropy, from seed 0,
 and trained on random data (token ids for GPT2). Methods (``--methods``):
@@ -71,7 +71,7 @@ MODELS = {
     "MobileNetV2": ("96x96x3", 32),
     "ResNet50": ("64x64x3", 32),
     "GPT2": ("4 layers, hidden 256, sequence 128", 32),
-    "Tiny": ("32x32x3", 8),
+    "Tiny": ("64x64x3", 32),
 }
 
 METHODS = [
@@ -97,14 +97,14 @@ QUICK_SEQ = 16
 # ------------------------------------------------------------------ models
 
 
-def tiny_cnn(input_shape=(32, 32, 3), classes: int = 10):
+def tiny_cnn(input_shape=(64, 64, 3), classes: int = 10, width: int = 16):
     """Two residual blocks of 3x3 convolutions with batch normalization, a softmax head."""
     import keras
 
     inputs = keras.Input(input_shape)
-    h = keras.layers.Conv2D(8, 3, padding="same", name="stem")(inputs)
+    h = keras.layers.Conv2D(width, 3, padding="same", name="stem")(inputs)
     for i in (1, 2):
-        r = keras.layers.Conv2D(8, 3, padding="same", name=f"b{i}_conv")(h)
+        r = keras.layers.Conv2D(width, 3, padding="same", name=f"b{i}_conv")(h)
         r = keras.layers.BatchNormalization(name=f"b{i}_bn")(r)
         r = keras.layers.ReLU(name=f"b{i}_relu")(r)
         h = keras.layers.Add(name=f"b{i}_add")([h, r])
