@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     import keras
     import numpy as np
 
-    from kswap.profiler._state import model_variables
+    from kswap.profiler._state import preserved_state
     from kswap.tuning import apply_plan, wrappers
     from tests.layers.helpers import build, compile_, data
 
@@ -48,17 +48,13 @@ def main(argv=None) -> int:
         if unknown:
             p.error(f"--blocks: no such block {sorted(unknown)}. Blocks: {sorted(names)}")
         apply_plan(model, {n: args.action if n in chosen else "keep" for n in names})
-    model(x[:8])
-    model.optimizer.build(model.trainable_variables)
-    variables = model_variables(model)
-    start = [v.numpy() for v in variables]
 
     def run():
-        for v, value in zip(variables, start, strict=True):
-            v.assign(value)
-        keras.utils.set_random_seed(5)
-        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-        return [w.numpy().copy() for w in model.weights]
+        # every run from the state before the first: weights, optimizer, seeds
+        with preserved_state(model, (x[:8], y[:8])):
+            keras.utils.set_random_seed(5)
+            model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+            return [w.numpy().copy() for w in model.weights]
 
     first = run()
     differ, largest = 0, 0.0
