@@ -579,7 +579,7 @@ def parse_args(argv=None):
     )
     p.add_argument("--models", default="MobileNetV2,ResNet50,GPT2", help=", ".join(MODELS))
     p.add_argument("--methods", default=",".join(METHODS), help=", ".join(METHODS))
-    p.add_argument("--batch", type=int, default=None, help="samples per step (default: 32)")
+    p.add_argument("--batch", type=int, default=32, help="samples per step (default: 32)")
     p.add_argument("--steps", type=int, default=5, help="timed and profiled steps")
     p.add_argument("--repeats", type=int, default=2, help="fresh processes per method")
     p.add_argument("--out", default="compare-results", help="directory for compare.md/.png/.json")
@@ -606,8 +606,6 @@ def parse_args(argv=None):
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown or not args.methods:
         _fail(f"--methods must be among {', '.join(METHODS)}; got {','.join(unknown) or 'none'}")
-    if args.batch is None:
-        args.batch = 8 if args.quick else 32
     for name in ("batch", "steps", "repeats", "tune_steps", "timeout", "scan_limit"):
         if getattr(args, name) < 1:
             _fail(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
