@@ -2,8 +2,8 @@
 
 A fresh process each: TensorFlow's allocator counts every live tensor of the
 process, and MirroredStrategy needs its logical devices set before
-TensorFlow starts. Each example is its own xdist group, so the two test
-processes of ``make test`` share them out.
+TensorFlow starts. Each test is a unit of its own (``tests/conftest.py``),
+so the two test processes of ``make test`` share them out.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ def run(name: str, *args: str, cwd) -> str:
     return proc.stdout
 
 
-def _group(name: str):
-    return pytest.mark.xdist_group(f"example:{name}")
-
-
 def _mib(pattern: str, out: str) -> float:
     match = re.search(pattern, out)
     assert match, (pattern, out)
@@ -55,7 +51,6 @@ def test_every_example_is_tested():
     assert scripts <= tested, scripts - tested
 
 
-@_group("offload_one_line")
 def test_offload_one_line(tmp_path):
     out = run("offload_one_line", cwd=tmp_path)
     assert "losses identical: True" in out
@@ -67,7 +62,6 @@ def test_offload_one_line(tmp_path):
     assert out.count("emulated on CPU:0") == 2 or "(GPU)" in out
 
 
-@_group("autotune_fit")
 def test_autotune_fit(tmp_path):
     out = run("autotune_fit", "--logdir", str(tmp_path / "logs"), cwd=tmp_path)
     budget = _mib(r"budget: +([\d.]+) MiB", out)
@@ -79,14 +73,12 @@ def test_autotune_fit(tmp_path):
     assert (tmp_path / "logs" / "kswap").is_dir()  # AutoTune's rounds for TensorBoard
 
 
-@_group("custom_loop")
 def test_custom_loop(tmp_path):
     out = run("custom_loop", cwd=tmp_path)
     assert "losses identical: True" in out
     assert "weights identical: True" in out
 
 
-@_group("mirrored_strategy")
 def test_mirrored_strategy(tmp_path):
     out = run("mirrored_strategy", cwd=tmp_path)
     assert "replicas: 2" in out
@@ -99,7 +91,6 @@ def vgg16_plan(tmp_path_factory):
     return run("static_plan_vgg16", "--out", str(path), cwd=path), path
 
 
-@_group("static_plan_vgg16")
 def test_static_plan_vgg16(vgg16_plan):
     out, path = vgg16_plan
     # VGG16 at batch 256 does not fit a 12 GiB K40 without a plan
@@ -120,7 +111,6 @@ def test_static_plan_vgg16(vgg16_plan):
     assert actions["block1_conv2"] != "keep"
 
 
-@_group("static_plan_vgg16")
 def test_static_plan_vgg16_below_its_floor_plans_for_the_smallest_feasible_budget(tmp_path):
     out = run("static_plan_vgg16", "--out", str(tmp_path), "--budget", "10GiB", cwd=tmp_path)
     assert "No plan meets budget='10GiB' (10 GiB). The smallest feasible budget is 10.4 GiB" in out
@@ -128,7 +118,6 @@ def test_static_plan_vgg16_below_its_floor_plans_for_the_smallest_feasible_budge
     assert round(plan.budget_bytes / GIB, 2) == round(plan.predicted_peak_bytes / GIB, 2) == 10.36
 
 
-@_group("keras_hub_transformer")
 def test_keras_hub_transformer(tmp_path):
     pytest.importorskip("keras_hub")
     out = run("keras_hub_transformer", cwd=tmp_path)
@@ -136,7 +125,6 @@ def test_keras_hub_transformer(tmp_path):
     assert _mib(r"kswap: .*, ([\d.]+) MiB in the host tier", out) > 0
 
 
-@_group("inspect_trace")
 def test_inspect_trace(tmp_path):
     out = run("inspect_trace", "--out", str(tmp_path), cwd=tmp_path)
     from kswap import Trace
