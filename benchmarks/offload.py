@@ -9,7 +9,9 @@
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``,
 ``all+host`` ``optimizer_state="host"``; a suffix ``-unordered`` leaves the
-order of each block's backward ops to TensorFlow's executor, ``/static``
+order of each block's backward ops to TensorFlow's executor, ``-side-by-side``
+lets a convolution's two gradients run at once on a CPU without oneDNN, each
+with its scratch buffer (``kswap.layers.chain.CHAIN_SCRATCH``), ``/static``
 feeds a ``tf.data`` dataset batched with ``drop_remainder=True``, so the step
 is traced with the batch size known, where arrays give ``fit``'s unknown
 batch dimension, and ``-recompute-loops`` recomputes recurrent layers instead
@@ -154,8 +156,10 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
         model = build()
     # read when the model's step is traced: trace it before building another
     chain.ORDER_BACKWARD = not variant.endswith("-unordered")
+    chain.CHAIN_SCRATCH = not variant.endswith("-side-by-side")
     loops.REPLAY_LOOPS = not variant.endswith("-recompute-loops")
-    variant = variant.removesuffix("-unordered").removesuffix("-recompute-loops")
+    for suffix in ("-unordered", "-side-by-side", "-recompute-loops"):
+        variant = variant.removesuffix(suffix)
     variant, _, state = variant.partition("+")
     policy, _, prefetch = variant.partition("@")
     if policy in ("all", "conv"):

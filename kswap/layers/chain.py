@@ -26,8 +26,10 @@ from kswap.layers import order
 from kswap.trace.build import in_scope
 
 __all__ = [
+    "CHAIN_SCRATCH",
     "ORDER_BACKWARD",
     "PASS_THROUGH",
+    "chain_scratch",
     "chainable",
     "dense_parts",
     "nominal_bytes",
@@ -37,6 +39,9 @@ __all__ = [
 #: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
 #: executor alone orders them; for comparisons). Read when a step is traced.
 ORDER_BACKWARD = True
+#: Whether :func:`chain_scratch` runs a convolution's gradients one after the
+#: other where each takes a scratch buffer (False: side by side; for comparisons).
+CHAIN_SCRATCH = True
 
 #: Ops that hand their input on as it is.
 PASS_THROUGH = frozenset({"Identity", "IdentityN"})
@@ -45,6 +50,17 @@ _ALIASES = PASS_THROUGH | {"Reshape", "Squeeze", "ExpandDims", "StopGradient", "
 # oneDNN merges a filter gradient with its bias gradient only when neither has
 # control inputs; without the merge the bias gradient rounds differently
 _NO_CONTROL_INPUTS = frozenset({"BiasAddGrad", "Conv2DBackpropFilter", "Conv3DBackpropFilterV2"})
+# TensorFlow's own CPU kernels of a convolution's gradients (no oneDNN, no GPU)
+# take a scratch buffer each beside their inputs and outputs, up to ~30 MiB
+# whatever the tensors' sizes; two of them side by side hold two
+_SCRATCH = frozenset(
+    {
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+    }
+)
 
 
 def dense_parts(grads) -> list[tf.Tensor]:
@@ -86,7 +102,9 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     A block whose largest tensor is under ``min_bytes`` is left alone: it
     cannot set the step's peak, and ops chained in sequence lose the
     executor's freedom to run them side by side (ordering every block cost
-    MobileNetV2 about a tenth of its step on a two-core CPU).
+    MobileNetV2 about a tenth of its step on a two-core CPU). A
+    convolution's gradients are run one after the other whatever their
+    tensors' sizes where each takes a scratch buffer (:func:`chain_scratch`).
 
     Returns:
         Whether the ops were chained.
@@ -95,6 +113,12 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
         return False
     live = _contributing(new_ops, results)
     ops = [op for op in new_ops if not _is_transfer(op) and op in live]
+    ordered = _order_large(ops, results, min_bytes)
+    return chain_scratch(ops, set(new_ops)) or ordered
+
+
+def _order_large(ops: list[tf.Operation], results: list, min_bytes: int) -> bool:
+    """:func:`order_backward`'s ordering of the ops that make or read a large tensor."""
     sizes: dict = {}
     for op in ops:
         for t in [*op.inputs, *op.outputs]:
@@ -130,17 +154,70 @@ def order_backward(new_ops: list[tf.Operation], results: list, min_bytes: int = 
     external = {ref: size for ref, size in external.items() if ref in big and ref not in made}
     kept = {t.ref() for t in dense_parts(results)}
     best, peak = order.min_peak_order(nodes, external, kept)
-    if peak >= order.peak_of(range(len(nodes)), nodes, external, kept):
+    if peak < order.peak_of(range(len(nodes)), nodes, external, kept):
+        last = None
+        for i in best:
+            op = chosen[i]
+            if not chainable(op):
+                continue
+            if last is not None and op.type not in _NO_CONTROL_INPUTS:
+                op._add_control_input(last)
+            last = op
+        return True
+    return False
+
+
+def chain_scratch(ops: list[tf.Operation], block: set[tf.Operation]) -> bool:
+    """Runs the convolution gradients of ``ops`` one after another, each with its scratch.
+
+    Without oneDNN, TensorFlow's CPU kernels of ``Conv2DBackpropInput`` and
+    ``Conv2DBackpropFilter`` each take a scratch buffer of up to ~30 MiB
+    whatever the tensors' sizes, and the executor starts both at once: a
+    swapped block's backward then held two (MobileNetV2 at 64x64 under
+    ``MirroredStrategy`` over two logical CPUs, batch 16 per replica: 2 x
+    22.4 MiB at the busiest replica's peak, 116.8 MiB; 97.0 chained). The
+    filter's gradient goes first, as it takes no control input
+    (:data:`_NO_CONTROL_INPUTS`), and the input's gradient waits for it.
+
+    Only where each replica has fewer than two inter-op threads
+    (:func:`kswap.transfer.one_thread_per_replica`): there the other
+    replica's ops keep the threads busy. With threads to spare, side by side
+    is faster, and one replica's peak did not move: chained, the swapped
+    step of VGG16, MobileNetV2 and ResNet50 (96x96, batch 32) took 9%, 5%
+    and 5% longer on two cores at the same tensor peak. A no-op on a GPU or
+    with oneDNN. ``block`` is every op of the block's backward: an edge that
+    would close a cycle through them is left out.
+
+    Returns:
+        Whether any edge was added.
+    """
+    if not CHAIN_SCRATCH or transfer.has_gpu() or transfer.onednn_enabled():
         return False
-    last = None
-    for i in best:
-        op = chosen[i]
-        if not chainable(op):
+    if not transfer.one_thread_per_replica():
+        return False
+    heavy = [op for op in ops if op.type in _SCRATCH and chainable(op)]
+    heavy.sort(key=lambda op: op.type not in _NO_CONTROL_INPUTS)  # stable: ops' order otherwise
+    added = False
+    for first, then in zip(heavy, heavy[1:], strict=False):
+        if then.type in _NO_CONTROL_INPUTS or _depends_on(first, then, block):
             continue
-        if last is not None and op.type not in _NO_CONTROL_INPUTS:
-            op._add_control_input(last)
-        last = op
-    return True
+        then._add_control_input(first)
+        added = True
+    return added
+
+
+def _depends_on(op: tf.Operation, other: tf.Operation, block: set[tf.Operation]) -> bool:
+    """Whether ``op`` runs after ``other`` through edges among ``block``'s ops."""
+    seen, stack = set(), [op]
+    while stack:
+        o = stack.pop()
+        if o is other:
+            return True
+        if o in seen or o not in block:
+            continue
+        seen.add(o)
+        stack.extend([t.op for t in o.inputs] + list(o.control_inputs))
+    return False
 
 
 def chainable(op: tf.Operation, *, arithmetic: bool = True) -> bool:

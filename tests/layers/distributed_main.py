@@ -53,9 +53,9 @@ def main(argv):
     if mode == "mirrored":
         results["host_state_errors"] = _host_state_errors(strategy, build, compile_, kswap)
         results["autotune"] = _autotune(strategy, kswap)
-        results["chain"] = {
-            mode: _chain_peaks(strategy, kswap, mode == "kswap") for mode in ("plain", "kswap")
-        }
+        runs = {mode: _chain_peaks(strategy, kswap, mode == "kswap") for mode in ("plain", "kswap")}
+        results["chain"] = {mode: peaks for mode, (peaks, _) in runs.items()}
+        results["scratch_overlaps"] = {mode: n for mode, (_, n) in runs.items()}
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, **results}))
 
 
@@ -125,17 +125,20 @@ def _replica_peaks(strategy, kswap):
     return {"replicas": {str(k): v for k, v in peaks.items()}, "whole": trace.peak_bytes("device")}
 
 
-def _chain_peaks(strategy, kswap, offload: bool) -> dict:
+def _chain_peaks(strategy, kswap, offload: bool) -> tuple[dict, int]:
     """Each replica's device peak for six convolutions, plain or offloaded (every block swapped).
 
     Two replicas on two cores share the inter-op threads: without kswap's
     one-thread gates, each replica's copies to the host ran after its whole
     forward, and the offloaded model peaked higher than the plain one.
+    Also how many of a convolution's gradient scratch buffers (TensorFlow's
+    own CPU kernels, without oneDNN) were alive beside another of the same
+    layer and replica: kswap chains a swapped block's two gradients there.
     """
     import keras
     import numpy as np
 
-    from kswap.trace.replicas import replica_peaks
+    from kswap.trace.replicas import replica_of, replica_peaks
 
     with strategy.scope():
         keras.utils.set_random_seed(1)
@@ -151,7 +154,21 @@ def _chain_peaks(strategy, kswap, offload: bool) -> dict:
     x = rng.random((48, 32, 32, 8), dtype=np.float32)
     y = rng.random((48, 4), dtype=np.float32)
     trace = kswap.profile(model, x, y, steps=2, batch_size=16)
-    return {str(k): v for k, v in replica_peaks(trace, "device", len(trace.steps) - 1).items()}
+    peaks = replica_peaks(trace, "device", len(trace.steps) - 1)
+    temps = [
+        b
+        for b in trace.tier("device")
+        if b.region_type == "temp" and b.layer and "Backprop" in (b.op or "")
+    ]
+    overlaps = sum(
+        1
+        for b in temps
+        for o in temps
+        if o is not b
+        and (o.layer, replica_of(o)) == (b.layer, replica_of(b))
+        and o.start_ns <= b.start_ns < o.end_ns
+    )
+    return {str(k): v for k, v in peaks.items()}, overlaps
 
 
 def _host_state_errors(strategy, build, compile_, kswap):

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import kswap
+from kswap import transfer
 from kswap.layers.chain import chainable, order_backward
 from kswap.layers.order import Node, min_peak_order, peak_of
 
@@ -214,3 +215,44 @@ def test_an_ordered_batch_normalization_backward_holds_at_most_three_activations
     for step in range(len(trace.steps)):
         most = _most_alive(trace, "bn", step, min_bytes=activation) / activation
         assert most <= 3.0, (step, most)
+
+
+needs_scratch = pytest.mark.skipif(
+    transfer.has_gpu() or transfer.onednn_enabled(),
+    reason="a convolution's gradients take TensorFlow's own CPU scratch only without oneDNN",
+)
+
+
+@needs_scratch
+@pytest.mark.parametrize("scarce", [True, False])
+def test_a_convolutions_gradients_run_one_after_the_other_where_threads_are_scarce(
+    scarce, monkeypatch
+):
+    """Measured under MirroredStrategy in ``tests/layers/test_distribute.py``."""
+    monkeypatch.setattr(transfer, "one_thread_per_replica", lambda: scarce)
+    x = tf.random.stateless_normal([4, 16, 16, 8], seed=[1, 2])
+    w = tf.random.stateless_normal([3, 3, 8, 8], seed=[3, 4])
+    dy = tf.random.stateless_normal([4, 16, 16, 8], seed=[5, 6])
+    seen = {}
+
+    @tf.function
+    def backward(x, w, dy, chain):
+        graph = tf.compat.v1.get_default_graph()
+        start = len(graph.get_operations())
+        dx = tf.raw_ops.Conv2DBackpropInput(  # made first, as Conv2D's gradient does
+            input_sizes=tf.shape(x), filter=w, out_backprop=dy, strides=[1] * 4, padding="SAME"
+        )
+        dw = tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=tf.shape(w), out_backprop=dy, strides=[1] * 4, padding="SAME"
+        )
+        if chain:
+            seen["chained"] = order_backward(graph.get_operations()[start:], [dx, dw])
+            seen["input_waits_for_filter"] = list(dx.op.control_inputs) == [dw.op]
+            seen["filter_waits"] = bool(dw.op.control_inputs)
+        return dx, dw
+
+    plain = backward(x, w, dy, False)
+    chained = backward(x, w, dy, True)
+    assert seen == {"chained": scarce, "input_waits_for_filter": scarce, "filter_waits": False}
+    for a, b in zip(chained, plain, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

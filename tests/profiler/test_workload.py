@@ -305,8 +305,13 @@ def test_real_profile_gives_ops_per_layer_and_a_workload_whose_keep_peak_is_clos
     assert sum(b.saved_bytes for b in work.blocks) > 0
     keep = simulate(work, "keep", Link(5e9, 5e9))
     assert keep.step_seconds == pytest.approx(work.metadata["step_seconds"])
-    measured = trace.peak_bytes("device", 1)
+    # the workload counts the bytes tensors asked for: against the allocator's
+    # blocks the prediction fell 30% short whenever the conv's 22.6 MiB scratch
+    # (no oneDNN) got a free 32 MiB block whole, which depends on what ran before
+    measured = trace.tensor_sizes().peak_bytes("device", 1)
     assert abs(keep.peak_bytes - measured) <= 0.25 * measured
+    overhead = trace.peak_bytes("device", 1) / measured - 1
+    assert work.metadata["allocator_overhead"] == pytest.approx(overhead)
 
 
 def test_offloaded_trace_builds_the_same_blocks():
