@@ -9,9 +9,11 @@
 Variants: ``baseline`` (the plain model), ``all`` and ``conv``
 (``kswap.OffloadingModel(model, policy=...)``; ``all@0`` sets ``prefetch=0``,
 ``all+host`` ``optimizer_state="host"``; a suffix ``-unordered`` leaves the
-order of each block's backward ops to TensorFlow's executor, ``-side-by-side``
-lets a convolution's two gradients run at once on a CPU without oneDNN, each
-with its scratch buffer (``kswap.layers.chain.CHAIN_SCRATCH``), ``/static``
+order of each block's backward ops to TensorFlow's executor; on a CPU without
+oneDNN, where each of a convolution's two gradients takes a scratch buffer,
+``-chained`` runs them one after the other even with inter-op threads to
+spare and ``-side-by-side`` never does (``kswap.layers.chain.CHAIN_SCRATCH``;
+by default only where each replica has fewer than two threads); ``/static``
 feeds a ``tf.data`` dataset batched with ``drop_remainder=True``, so the step
 is traced with the batch size known, where arrays give ``fit``'s unknown
 batch dimension, and ``-recompute-loops`` recomputes recurrent layers instead
@@ -156,9 +158,12 @@ def build_variant(name: str, variant: str, input_shape: str, optimizer: str = "a
         model = build()
     # read when the model's step is traced: trace it before building another
     chain.ORDER_BACKWARD = not variant.endswith("-unordered")
-    chain.CHAIN_SCRATCH = not variant.endswith("-side-by-side")
+    chain.CHAIN_SCRATCH = None  # kswap's default
+    for suffix, chained in (("-chained", True), ("-side-by-side", False)):
+        if variant.endswith(suffix):
+            chain.CHAIN_SCRATCH = chained
     loops.REPLAY_LOOPS = not variant.endswith("-recompute-loops")
-    for suffix in ("-unordered", "-side-by-side", "-recompute-loops"):
+    for suffix in ("-unordered", "-chained", "-side-by-side", "-recompute-loops"):
         variant = variant.removesuffix(suffix)
     variant, _, state = variant.partition("+")
     policy, _, prefetch = variant.partition("@")

@@ -40,8 +40,9 @@ __all__ = [
 #: executor alone orders them; for comparisons). Read when a step is traced.
 ORDER_BACKWARD = True
 #: Whether :func:`chain_scratch` runs a convolution's gradients one after the
-#: other where each takes a scratch buffer (False: side by side; for comparisons).
-CHAIN_SCRATCH = True
+#: other where each takes a scratch buffer: None (default) where each replica
+#: has fewer than two inter-op threads, True always, False never (for comparisons).
+CHAIN_SCRATCH: bool | None = None
 
 #: Ops that hand their input on as it is.
 PASS_THROUGH = frozenset({"Identity", "IdentityN"})
@@ -175,25 +176,28 @@ def chain_scratch(ops: list[tf.Operation], block: set[tf.Operation]) -> bool:
     whatever the tensors' sizes, and the executor starts both at once: a
     swapped block's backward then held two (MobileNetV2 at 64x64 under
     ``MirroredStrategy`` over two logical CPUs, batch 16 per replica: 2 x
-    22.4 MiB at the busiest replica's peak, 116.8 MiB; 97.0 chained). The
-    filter's gradient goes first, as it takes no control input
-    (:data:`_NO_CONTROL_INPUTS`), and the input's gradient waits for it.
+    22.4 MiB at the busiest replica's peak, where AutoTune's plans measured
+    ~40% over their predictions; docs/benchmarks.md, "AutoTune under
+    MirroredStrategy"). The filter's gradient goes first, as it takes no
+    control input (:data:`_NO_CONTROL_INPUTS`), and the input's gradient
+    waits for it.
 
-    Only where each replica has fewer than two inter-op threads
-    (:func:`kswap.transfer.one_thread_per_replica`): there the other
-    replica's ops keep the threads busy. With threads to spare, side by side
-    is faster, and one replica's peak did not move: chained, the swapped
-    step of VGG16, MobileNetV2 and ResNet50 (96x96, batch 32) took 9%, 5%
-    and 5% longer on two cores at the same tensor peak. A no-op on a GPU or
-    with oneDNN. ``block`` is every op of the block's backward: an edge that
-    would close a cycle through them is left out.
+    By default only where each replica has fewer than two inter-op threads
+    (:func:`kswap.transfer.one_thread_per_replica`, :data:`CHAIN_SCRATCH`):
+    there the other replica's ops keep the threads busy. With threads to
+    spare, side by side is faster, and one replica's tensor peak did not
+    move: chained, the swapped step of VGG16, MobileNetV2 and ResNet50
+    (96x96, batch 32) took 9%, 5% and 5% longer on two cores
+    (``benchmarks/offload.py``, variants ``all-chained`` and ``all``). A
+    no-op on a GPU or with oneDNN. ``block`` is every op of the block's
+    backward: an edge that would close a cycle through them is left out.
 
     Returns:
         Whether any edge was added.
     """
-    if not CHAIN_SCRATCH or transfer.has_gpu() or transfer.onednn_enabled():
+    if CHAIN_SCRATCH is False or transfer.has_gpu() or transfer.onednn_enabled():
         return False
-    if not transfer.one_thread_per_replica():
+    if CHAIN_SCRATCH is None and not transfer.one_thread_per_replica():
         return False
     heavy = [op for op in ops if op.type in _SCRATCH and chainable(op)]
     heavy.sort(key=lambda op: op.type not in _NO_CONTROL_INPUTS)  # stable: ops' order otherwise
