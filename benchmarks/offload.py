@@ -192,7 +192,8 @@ def worker(args) -> None:
     plan = None
     if args.variant.startswith("autotune"):
         fraction = float(args.variant.partition("@")[2] or 0.5)
-        model, plan, budget_bytes = _autotuned(model, fraction, x, y, batch)
+        model, plan, tune = autotuned(model, fraction, x, y, batch)
+        budget_bytes = tune.budget_bytes
     try:
         m = kswap.measure(model, x, y, steps=args.steps, batch_size=batch)
     except Exception as e:  # report a configuration that cannot train, and go on
@@ -214,10 +215,11 @@ def worker(args) -> None:
     print(json.dumps(out))
 
 
-def _autotuned(model, fraction: float, x, y, batch: int):
+def autotuned(model, fraction: float, x, y, batch: int):
     """``OffloadingModel(model)`` with the first plan ``kswap.AutoTune(fraction)`` makes.
 
-    Returns the model, the plan and the budget in bytes it was made for.
+    Returns the model, the plan and the :class:`kswap.AutoTune` that made it
+    (its ``budget_bytes``, ``workload`` and ``allocator_overhead``).
 
     Made as AutoTune makes it, from profiles taken here rather than inside
     ``fit``: the workload of a step with the model's own actions, the
@@ -244,7 +246,7 @@ def _autotuned(model, fraction: float, x, y, batch: int):
     plan = tune._make_plan(None)
     apply_plan(off, plan)
     off.make_train_function(force=True)
-    return off, plan, tune.budget_bytes
+    return off, plan, tune
 
 
 def _floor(trace) -> tuple[int, int]:

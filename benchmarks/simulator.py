@@ -3,9 +3,12 @@
     python benchmarks/simulator.py                         # MobileNetV2, ResNet50, VGG16
     python benchmarks/simulator.py --models MobileNetV2 --repeats 1 --rounds 5
 
-**Memory.** For each model, ``--repeats`` rounds of three fresh processes
+**Memory.** For each model, ``--repeats`` rounds of four fresh processes
 (variants interleaved): ``baseline`` (the plain model), ``all`` and ``conv``
-(``kswap.OffloadingModel(model, policy=...)``), each measured by
+(``kswap.OffloadingModel(model, policy=...)``) and ``autotune`` (the first
+plan ``kswap.AutoTune(--fraction)`` makes, made in the variant's own process
+as ``benchmarks/offload.py``'s ``autotune@F`` makes it, and predicted by the
+workload it was made from), each measured by
 ``kswap.measure`` (warm-up, ``--steps`` timed steps, ``--steps`` profiled
 steps) as ``benchmarks/offload.py`` does. The baseline's process also
 measures the link (``kswap.transfer.measure_link``), builds the planner's
@@ -25,11 +28,11 @@ that prediction plus the baseline step's allocator extra against the
 allocator's measured device peak.
 
 **Time.** Separate processes on a shared machine drift apart, so step times
-come from one process per model that builds the three variants, profiles
+come from one process per model that builds the four variants, profiles
 each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of one
 step of each variant (fit's graph, ``FitSteps``), measures the link,
-simulates the plans on the workload of the baseline's median profiled step,
-and reports the rounds' medians. Predicted times are
+simulates the plans on the workload of the baseline's median profiled step
+(AutoTune's plan: its own prediction), and reports the rounds' medians. Predicted times are
 the simulator's; "serial" is the baseline's predicted step plus every copy
 of the plan at the measured link one after another, as if the copies ran on
 the compute stream. Without a GPU, device memory is emulated on CPU:0 and
@@ -46,9 +49,10 @@ import json
 import statistics
 
 from _common import device_label, mib, run_worker, table
-from offload import build_variant
+from offload import autotuned, build_variant
 
 PLANS = ("keep", "all", "conv")
+VARIANTS = ("baseline", "all", "conv", "autotune")
 #: Profiled steps per variant in the time process (the baseline's median one is planned).
 PROFILED = 5
 
@@ -89,8 +93,12 @@ def worker(args) -> None:
     from kswap.modelspec import synthetic_data
     from kswap.trace import busy_ns
 
-    model = build_variant(args.model, args.variant, args.input)
+    model = build_variant(args.model, args.variant.replace("autotune", "baseline"), args.input)
     x, y = synthetic_data(model, 2 * args.batch)
+    tuned = None
+    if args.variant == "autotune":
+        model, plan, tune = autotuned(model, args.fraction, x, y, args.batch)
+        tuned = _tuned(plan, tune)
     m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)
     out = m.to_dict()
     out.pop("trace", None)
@@ -99,7 +107,27 @@ def worker(args) -> None:
     out["tensor_peak_bytes"] = m.trace.peak_bytes("device", requested=True)
     if args.variant == "baseline":
         out["predicted"] = _predict(m.trace, model)
+    if tuned is not None:
+        out["predicted"] = tuned
     print(json.dumps(out, default=str))
+
+
+def _tuned(plan, tune) -> dict:
+    """AutoTune's plan as the workload it was made from predicts it."""
+    link = plan.link
+    copies = link.seconds(plan.swapped_bytes, "d2h") + link.seconds(plan.swapped_bytes, "h2d")
+    return {
+        "autotune": {
+            "peak_bytes": plan.predicted_peak_bytes,
+            "step_seconds": plan.predicted_step_seconds,
+            "keep_step_seconds": plan.baseline_step_seconds,
+            "copy_seconds": copies,
+            "counts": plan.counts(),
+            "optimizer_state": plan.optimizer_state,
+            "budget_bytes": tune.budget_bytes,
+        },
+        "allocator_overhead": tune.allocator_overhead,
+    }
 
 
 def time_worker(args) -> None:
@@ -112,11 +140,16 @@ def time_worker(args) -> None:
     from kswap.profiler.profile import FitSteps
     from kswap.trace import busy_ns
 
-    models, steps, data = {}, {}, None
-    for v in ("baseline", "all", "conv"):
-        models[v] = build_variant(args.model, v, args.input)
+    models, steps, data, tuned = {}, {}, None, None
+    # AutoTune's plan first, while no other variant's weights are in the allocator
+    for v in ("autotune", *VARIANTS[:-1]):
+        models[v] = build_variant(args.model, v.replace("autotune", "baseline"), args.input)
         if data is None:
             data = synthetic_data(models[v], (PROFILED + 1) * args.batch)
+        if v == "autotune":
+            x, y = data[0][: 2 * args.batch], data[1][: 2 * args.batch]
+            models[v], plan, tune = autotuned(models[v], args.fraction, x, y, args.batch)
+            tuned = _tuned(plan, tune)
         steps[v] = FitSteps(models[v], [(data[0][: args.batch], data[1][: args.batch])])
         steps[v].warm_up(0)  # traces the step before the next variant is built
         steps[v].run(0)
@@ -141,6 +174,7 @@ def time_worker(args) -> None:
         if v == "baseline":
             out["predicted"] = _predict(trace, model, link, step=median_step)
             out["profiled_steps_seconds"] = [n / 1e9 for n in lengths]
+    out["predicted"]["autotune"] = tuned["autotune"]
     rounds(args.rounds - args.rounds // 2)
     out["step_seconds"] = {v: st.median(t) for v, t in seconds.items()}
     out["emulated"] = not transfer.has_gpu()
@@ -156,6 +190,7 @@ def _run(args, name: str, variant: str) -> dict:
         batch=args.batch,
         steps=args.steps,
         rounds=args.rounds,
+        fraction=args.fraction,
     )
 
 
@@ -174,13 +209,16 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     p.add_argument("--rounds", type=int, default=10, help="timed rounds in the time process")
     p.add_argument("--parts", default="memory,time", help="memory, time or both")
+    p.add_argument(
+        "--fraction", type=float, default=0.5, help="AutoTune's budget, of the baseline's peak"
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return time_worker(args) if args.variant == "time" else worker(args)
-    variants = ("baseline", "all", "conv")
+    variants = VARIANTS
     rows, time_rows, links, emulated = [], [], [], False
     med = statistics.median
     parts = set(args.parts.split(","))
@@ -193,13 +231,15 @@ def main() -> None:
         base = runs["baseline"]
         emulated |= any(r.get("emulated", False) for r in base)
         links += [r["predicted"]["link"] for r in base]
-        for v, plan in zip(variants, PLANS, strict=True):
+        for v, plan in zip(variants, (*PLANS, "autotune"), strict=True):
             if not base:
                 break
+            # AutoTune's plan: predicted by the workload of its own process
+            source = runs[v] if v == "autotune" else base
             peak = med(r["device_peak_bytes"] for r in runs[v])
             tensors = med(r["tensor_peak_bytes"] for r in runs[v])
-            p_peak = med(r["predicted"][plan]["peak_bytes"] for r in base)
-            extra = med(r["predicted"]["allocator_overhead"] for r in base)
+            p_peak = med(r["predicted"][plan]["peak_bytes"] for r in source)
+            extra = med(r["predicted"]["allocator_overhead"] for r in source)
             peaks = [r["device_peak_bytes"] for r in runs[v]]
             rows.append(
                 [
@@ -222,9 +262,10 @@ def main() -> None:
         emulated |= timed.get("emulated", False)
         links.append(timed["predicted"]["link"])
         pred, measured = timed["predicted"], timed["step_seconds"]
-        for v, plan in zip(variants, PLANS, strict=True):
+        for v, plan in zip(variants, (*PLANS, "autotune"), strict=True):
             p_seconds = pred[plan]["step_seconds"]
-            serial = pred["keep"]["step_seconds"] + pred[plan]["copy_seconds"]
+            keep = pred[plan].get("keep_step_seconds", pred["keep"]["step_seconds"])
+            serial = keep + pred[plan]["copy_seconds"]
             time_rows.append(
                 [
                     name,
@@ -234,7 +275,7 @@ def main() -> None:
                     f"{measured[v] * 1000:.0f}",
                     _pct(p_seconds, measured[v]),
                     _pct(serial, measured[v]),
-                    f"{p_seconds / pred['keep']['step_seconds']:.2f}",
+                    f"{p_seconds / keep:.2f}",
                     f"{measured[v] / measured['baseline']:.2f}",
                     f"{timed['copy_seconds'][v] * 1000:.0f}",
                 ]

@@ -114,8 +114,10 @@ def local_replicas() -> int:
         return max(tf.distribute.get_strategy().num_replicas_in_sync, 1)
 
 
-def one_thread_per_replica() -> bool:
+def one_thread_per_replica(replicas: int | None = None) -> bool:
     """Whether each replica of the step has fewer than two inter-op threads of its own.
+
+    ``replicas`` defaults to :func:`local_replicas` (the strategy in scope).
 
     Then, as with :func:`one_inter_op_thread`, the threads are busy running
     the replicas' forward chains inline, and a block's copy to the host
@@ -124,7 +126,8 @@ def one_thread_per_replica() -> bool:
     whole forward (the other's after the first replica's whole backward),
     with their activations still on the device.
     """
-    return one_inter_op_thread() or inter_op_threads() < 2 * local_replicas()
+    replicas = local_replicas() if replicas is None else replicas
+    return one_inter_op_thread() or inter_op_threads() < 2 * replicas
 
 
 def onednn_enabled() -> bool:

@@ -9,7 +9,7 @@ take the models whose steps the layers' checks traced
 spread over both. The slowest modules start first, so neither process is
 left with a long one at the end.
 
-The grouping is a scheduler of its own (:func:`pytest_xdist_make_scheduler`),
+The grouping is a scheduler of its own (:class:`_Scheduling`),
 not ``xdist_group`` marks: pytest-xdist 3.8 applies the marks by rewriting
 node ids, which pytest 9 ignores, and then spreads a module's tests over
 both processes, each building the module's fixtures again.
@@ -56,18 +56,27 @@ def _rank(scope: str) -> int:
     return _FIRST.index(key) if key in _FIRST else len(_FIRST)
 
 
-def pytest_xdist_make_scheduler(config, log):
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
+class _Scheduling:
+    """The scheduler hook, registered only where pytest-xdist is (``-p no:xdist`` runs too)."""
 
-    class ModuleScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return _scope(nodeid)
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
 
-        def _assign_work_unit(self, node) -> None:
-            first = min(self.workqueue, key=_rank)  # stable: the queue's order otherwise
-            self.workqueue.move_to_end(first, last=False)
-            super()._assign_work_unit(node)
+        class ModuleScheduling(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return _scope(nodeid)
 
-    return ModuleScheduling(config, log)
+            def _assign_work_unit(self, node) -> None:
+                first = min(self.workqueue, key=_rank)  # stable: the queue's order otherwise
+                self.workqueue.move_to_end(first, last=False)
+                super()._assign_work_unit(node)
+
+        return ModuleScheduling(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_Scheduling(), "kswap-module-scheduling")

@@ -29,11 +29,13 @@ __all__ = [
     "CHAIN_SCRATCH",
     "ORDER_BACKWARD",
     "PASS_THROUGH",
+    "beside_chain",
     "chain_scratch",
     "chainable",
     "dense_parts",
     "nominal_bytes",
     "order_backward",
+    "scratch_chained",
 ]
 
 #: Whether :func:`order_backward` orders blocks' backwards (False: TensorFlow's
@@ -195,9 +197,7 @@ def chain_scratch(ops: list[tf.Operation], block: set[tf.Operation]) -> bool:
     Returns:
         Whether any edge was added.
     """
-    if CHAIN_SCRATCH is False or transfer.has_gpu() or transfer.onednn_enabled():
-        return False
-    if CHAIN_SCRATCH is None and not transfer.one_thread_per_replica():
+    if not scratch_chained():
         return False
     heavy = [op for op in ops if op.type in _SCRATCH and chainable(op)]
     heavy.sort(key=lambda op: op.type not in _NO_CONTROL_INPUTS)  # stable: ops' order otherwise
@@ -208,6 +208,29 @@ def chain_scratch(ops: list[tf.Operation], block: set[tf.Operation]) -> bool:
         then._add_control_input(first)
         added = True
     return added
+
+
+def scratch_chained(replicas: int | None = None) -> bool:
+    """Whether :func:`chain_scratch` chains a convolution's gradients in steps traced now.
+
+    ``replicas``: of the step (default: the strategy in scope).
+    """
+    if CHAIN_SCRATCH is False or transfer.has_gpu() or transfer.onednn_enabled():
+        return False
+    return CHAIN_SCRATCH is True or transfer.one_thread_per_replica(replicas)
+
+
+def beside_chain(replicas: int | None = None) -> frozenset[str]:
+    """Types of the ops of an ordered block's backward that run beside its chain.
+
+    They take no control input (:data:`_NO_CONTROL_INPUTS`), so the executor
+    runs them while the chain's other ops run, with their temporaries: a
+    convolution's filter gradient beside its input gradient, each with a
+    scratch buffer (unless :func:`scratch_chained`). The planner's working
+    set of an ordered block counts them
+    (:func:`kswap.profiler.working_sets.backward_bytes`).
+    """
+    return _NO_CONTROL_INPUTS - _SCRATCH if scratch_chained(replicas) else _NO_CONTROL_INPUTS
 
 
 def _depends_on(op: tf.Operation, other: tf.Operation, block: set[tf.Operation]) -> bool:

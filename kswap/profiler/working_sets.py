@@ -3,7 +3,8 @@
 A block's backward runs either side by side (TensorFlow's executor starts
 every op whose inputs exist; a kept block, or a plain model's layer) or one op
 at a time in the order that keeps the fewest bytes alive (kswap's wrappers of
-a swapped or recomputed block, :mod:`kswap.layers.order`). A profiled step
+a swapped or recomputed block, :mod:`kswap.layers.order`; ops that take no
+control input run beside that chain). A profiled step
 shows one of the two; :mod:`kswap.profiler.workload` derives the other with
 these functions. Buffers are :class:`~kswap.trace.Allocation` s; an op's
 temporaries (``region_type == "temp"``) are freed when the op ends.
@@ -21,12 +22,13 @@ Example:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from kswap.trace import Allocation, OpInterval
 
 __all__ = [
     "backward_bytes",
+    "beside_bytes",
     "ordered_peak",
     "peak",
     "replayed_peak",
@@ -141,15 +143,44 @@ def replayed_peak(
     return most + max((temps[i] for i in used), default=0)
 
 
+def beside_bytes(temps: dict, types: dict, beside: Collection[str]) -> int:
+    """Temporaries that run beside the largest op's in an ordered backward.
+
+    ``temps`` maps each op to its temporary bytes, ``types`` each op to its
+    type. An op of a type in ``beside`` takes no place in kswap's chain
+    (:func:`kswap.layers.chain.beside_chain`): the executor may run it while
+    any other op runs, so its temporaries may be alive with the largest
+    op's (a convolution's filter gradient beside its input gradient, each
+    with a scratch buffer).
+    """
+    if not beside or len(temps) < 2:
+        return 0
+    ranked = sorted(temps, key=lambda o: temps[o], reverse=True)
+    top, rest = ranked[0], ranked[1:]
+    if types.get(top) in beside:
+        return temps[rest[0]]
+    return max((temps[o] for o in rest if types.get(o) in beside), default=0)
+
+
 def backward_bytes(
     buffers: Sequence[Allocation],
     ops: Sequence[OpInterval],
     every_op: Sequence[OpInterval],
     ordered: bool,
+    beside: Collection[str] = (),
 ) -> int:
-    """``backward_bytes``: measured if the block ran ordered, else the least of two derivations."""
+    """A block's working set when kswap orders its backward.
+
+    One op's temporaries at a time (measured if the block ran ordered, else
+    the least of two derivations), plus those of an op that runs beside the
+    chain (:func:`beside_bytes`; ``beside`` are those ops' types). A block
+    that ran ordered counts at least what its buffers held at once.
+    """
+    _, temps = temporaries(buffers)
+    types = {o.op: o.type for o in ops}
+    extra = beside_bytes(temps, types, beside)
     measured = ordered_peak(buffers)
     if ordered:
-        return measured
+        return max(measured + extra, peak(buffers))
     replayed = replayed_peak(buffers, ops, every_op)
-    return measured if replayed is None else min(measured, replayed)
+    return (measured if replayed is None else min(measured, replayed)) + extra

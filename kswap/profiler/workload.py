@@ -101,6 +101,7 @@ from collections.abc import Collection, Sequence
 import keras
 import numpy as np
 
+from kswap.layers import chain
 from kswap.optimizer_state import distributed, host_variables, slot_variables
 from kswap.planning import Block, Workload
 from kswap.profiler import working_sets
@@ -329,6 +330,10 @@ def workload_from_trace(
             temporaries at a time, as kswap runs a swapped or recomputed
             block) and ``keep_backward_bytes`` (side by side, as a kept block
             runs): the one that ran is measured, the other derived from it.
+            An ordered block's counts the temporaries of ops that run beside
+            kswap's chain (:func:`kswap.layers.chain.beside_chain`, for the
+            trace's replicas): without oneDNN, a convolution's two gradients
+            each take a scratch buffer, and unchained they run side by side.
         shared: Find which saved tensors the backward of more than one block
             reads (``Block.shared``) from the model's graph at the trace's
             batch size (:func:`kswap.estimate.memory.analyze`; a trace shows
@@ -483,6 +488,7 @@ def workload_from_trace(
     applied -= sum(grads)
     also = _shared(model, batch, index, saved) if shared and batch else {}
     width = _width(trace)
+    beside = chain.beside_chain(trace.metadata.get("replicas"))
     blocks = []
     for k, (block_name, layer) in enumerate(layers):
         blocks.append(
@@ -499,6 +505,7 @@ def workload_from_trace(
                     by_phase.get(f"backward:{k}", []) + by_phase.get(f"backward+:{k}", []),
                     backward,
                     block_name in ordered,
+                    beside,
                 ),
                 keep_backward_bytes=(
                     working_sets.side_by_side_peak(sets["backward"][k], width)

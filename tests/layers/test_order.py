@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import kswap
 from kswap import transfer
+from kswap.layers import chain
 from kswap.layers.chain import chainable, order_backward
 from kswap.layers.order import Node, min_peak_order, peak_of
 
@@ -229,7 +230,7 @@ def test_a_convolutions_gradients_run_one_after_the_other_where_threads_are_scar
     scarce, monkeypatch
 ):
     """Measured under MirroredStrategy in ``tests/layers/test_distribute.py``."""
-    monkeypatch.setattr(transfer, "one_thread_per_replica", lambda: scarce)
+    monkeypatch.setattr(transfer, "one_thread_per_replica", lambda replicas=None: scarce)
     x = tf.random.stateless_normal([4, 16, 16, 8], seed=[1, 2])
     w = tf.random.stateless_normal([3, 3, 8, 8], seed=[3, 4])
     dy = tf.random.stateless_normal([4, 16, 16, 8], seed=[5, 6])
@@ -254,5 +255,9 @@ def test_a_convolutions_gradients_run_one_after_the_other_where_threads_are_scar
     plain = backward(x, w, dy, False)
     chained = backward(x, w, dy, True)
     assert seen == {"chained": scarce, "input_waits_for_filter": scarce, "filter_waits": False}
+    # what the planner's working sets count beside the chain
+    assert chain.scratch_chained() is scarce
+    assert ("Conv2DBackpropFilter" in chain.beside_chain()) is not scarce
+    assert "BiasAddGrad" in chain.beside_chain()
     for a, b in zip(chained, plain, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())

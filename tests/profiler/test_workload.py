@@ -240,7 +240,8 @@ def test_working_sets_one_op_at_a_time_and_side_by_side():
     ordered = {
         b.name: b for b in workload_from_trace(_trace(), _model(), ordered_backward=True).blocks
     }
-    assert ordered["conv"].backward_bytes == 120 + 400
+    # ...and a block that ran ordered counts at least what it held at once
+    assert ordered["conv"].backward_bytes == 120 + 400 + 300
     assert ordered["conv"].keep_backward_bytes == 120 + 400 + 300
     some = workload_from_trace(_trace(), _model(), ordered_backward=["relu"])
     assert some.blocks[0].keep_backward_bytes == 820
@@ -360,3 +361,35 @@ def test_replayed_peak_orders_a_side_by_side_backward():
     # b, its sum (g and b freed), then a and dx
     assert replayed_peak(buffers, ops, every) == 2 * M + 4
     assert replayed_peak(buffers, ops[:2], every) is None  # too few ops to order
+
+
+def test_an_ordered_backward_counts_the_temporaries_of_ops_beside_its_chain():
+    """A convolution's filter gradient is outside kswap's chain: its scratch beside the other's."""
+    from kswap.profiler.working_sets import backward_bytes, beside_bytes
+
+    M = 1 << 20
+    ops = [
+        OpInterval("in", "Conv2DBackpropInput", 10, 20, layer="c", phase="backward"),
+        OpInterval("filter", "Conv2DBackpropFilter", 21, 30, layer="c", phase="backward"),
+        OpInterval("bias", "BiasAddGrad", 31, 32, layer="c", phase="backward"),
+    ]
+    buffers = [  # profiled one after the other: the scratch buffers did not overlap
+        Allocation(M, 5, 40, op="up", layer="c", phase="backward"),
+        Allocation(22 * M, 10, 20, op="in", layer="c", phase="backward", region_type="temp"),
+        Allocation(20 * M, 21, 30, op="filter", layer="c", phase="backward", region_type="temp"),
+        Allocation(M // 4, 31, 32, op="bias", layer="c", phase="backward", region_type="temp"),
+    ]
+    beside = {"Conv2DBackpropFilter", "BiasAddGrad"}
+    temps = {"in": 22 * M, "filter": 20 * M, "bias": M // 4}
+    types = {o.op: o.type for o in ops}
+    assert beside_bytes(temps, types, beside) == 20 * M  # the filter's, beside the input's
+    assert beside_bytes(temps, types, {"BiasAddGrad"}) == M // 4  # filter chained
+    assert beside_bytes(temps, types, ()) == 0
+    # the filter's is the largest: any other op may run beside it
+    assert beside_bytes({**temps, "filter": 30 * M}, types, beside) == 22 * M
+    for ordered in (True, False):
+        assert backward_bytes(buffers, ops, ops, ordered) == 23 * M
+        assert backward_bytes(buffers, ops, ops, ordered, beside) == 43 * M
+    # profiled ordered and overlapping all the same: what it held at once
+    overlapped = [*buffers[:2], Allocation(25 * M, 12, 18, op="filter", region_type="temp")]
+    assert backward_bytes(overlapped, ops, ops, True) == 48 * M
