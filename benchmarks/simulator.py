@@ -304,7 +304,7 @@ def main() -> None:
     print(table(headers, rows))
     print(
         f"\nstep times in one process per model, median of {args.rounds} rounds; "
-        "predicted from the baseline's profiled step\n"
+        "predicted from the baseline's profiled step (AutoTune's plan: from its own)\n"
     )
     headers = [
         "model",
