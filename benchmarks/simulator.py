@@ -93,7 +93,8 @@ def worker(args) -> None:
     from kswap.modelspec import synthetic_data
     from kswap.trace import busy_ns
 
-    model = build_variant(args.model, args.variant.replace("autotune", "baseline"), args.input)
+    # AutoTune's plan is made on the plain model
+    model = build_variant(args.model, _built_as(args.variant), args.input)
     x, y = synthetic_data(model, 2 * args.batch)
     tuned = None
     if args.variant == "autotune":
@@ -110,6 +111,11 @@ def worker(args) -> None:
     if tuned is not None:
         out["predicted"] = tuned
     print(json.dumps(out, default=str))
+
+
+def _built_as(variant: str) -> str:
+    """The variant ``build_variant`` builds: AutoTune's plan starts from the plain model."""
+    return "baseline" if variant == "autotune" else variant
 
 
 def _tuned(plan, tune) -> dict:
@@ -131,7 +137,7 @@ def _tuned(plan, tune) -> dict:
 
 
 def time_worker(args) -> None:
-    """Step times of the three variants side by side in this one process, and predictions."""
+    """Step times of the four variants side by side in this one process, and predictions."""
     import statistics as st
 
     import kswap
@@ -142,8 +148,8 @@ def time_worker(args) -> None:
 
     models, steps, data, tuned = {}, {}, None, None
     # AutoTune's plan first, while no other variant's weights are in the allocator
-    for v in ("autotune", *VARIANTS[:-1]):
-        models[v] = build_variant(args.model, v.replace("autotune", "baseline"), args.input)
+    for v in ("autotune", "baseline", "all", "conv"):
+        models[v] = build_variant(args.model, _built_as(v), args.input)
         if data is None:
             data = synthetic_data(models[v], (PROFILED + 1) * args.batch)
         if v == "autotune":
