@@ -17,7 +17,8 @@ processes. Each process:
 
 Printed per model and process: AutoTune's baseline (measured by it with
 every block kept; ``~`` marks its estimate), what the CPU's allocator held
-before training beyond the model's variables (``fit``'s input arrays, which
+beyond the model's variables when AutoTune's last profiled window began
+(``fit``'s input arrays and the batches its pipeline had prefetched, which
 AutoTune counts as host memory when the device is emulated; 0 on a GPU), the
 budget it derived from it, the device peak measured after its last plan and
 that peak as a fraction of the measured baseline, the rounds (each plan's
@@ -43,6 +44,7 @@ table adds the baseline of all replicas together.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -61,10 +63,13 @@ from _common import (
 from offload import build_variant
 
 
+def _scope(strategy):
+    """The strategy's scope, or no scope for one replica."""
+    return contextlib.nullcontext() if strategy is None else strategy.scope()
+
+
 def _build(name, input_shape, strategy=None):
-    if strategy is None:
-        return build_variant(name, "baseline", input_shape)
-    with strategy.scope():
+    with _scope(strategy):
         return build_variant(name, "baseline", input_shape)
 
 
@@ -72,16 +77,9 @@ def _strategy(replicas: int):
     """MirroredStrategy over ``replicas`` GPUs, or logical CPUs; None for one replica."""
     if replicas <= 1:
         return None
-    import tensorflow as tf
+    from tests.layers.helpers import mirrored_strategy
 
-    gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) >= replicas:
-        return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(replicas)])
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * replicas
-    )
-    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
+    return mirrored_strategy(replicas)
 
 
 def _fit(model, x, y, batch, callbacks=()):
@@ -132,11 +130,8 @@ def worker(args) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if strategy is None:
+        with _scope(strategy):
             offloaded = kswap.OffloadingModel(model)
-        else:
-            with strategy.scope():
-                offloaded = kswap.OffloadingModel(model)
         losses = _fit(offloaded, x, y, args.batch, [tune])
     seconds = time.perf_counter() - t0
     reference = _fit(build(), x, y, args.batch)
@@ -274,7 +269,7 @@ def main() -> None:
                 "measured baseline MiB",
                 "all replicas MiB",
                 "AutoTune's baseline MiB",
-                "held before training MiB",
+                "held by fit's data MiB",
                 "budget MiB",
                 "peak after MiB",
                 "of measured baseline",

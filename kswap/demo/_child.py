@@ -67,7 +67,7 @@ def _watch(steps: int, logdir: str, ready):
     import numpy as np
     import tensorflow as tf
 
-    from kswap.profiler.profile import ProfilerBusyError
+    from kswap.profiler.profile import ProfilerBusyError, held_before_training
     from kswap.tuning.window import ProfileWindow
 
     class Watch(keras.callbacks.Callback):
@@ -76,6 +76,9 @@ def _watch(steps: int, logdir: str, ready):
             self.first: int | None = None
             self.ends: list[float] = []
             self.path: str | None = None
+            #: on a CPU, host memory as AutoTune counts it: what the allocator held
+            #: beyond the model's variables when the profiled window began
+            self.held = 0
             self._window = ProfileWindow(logdir)
 
         def on_train_batch_begin(self, batch, logs=None):
@@ -86,8 +89,10 @@ def _watch(steps: int, logdir: str, ready):
                 if batch:
                     print(f"\nstep {batch + 1}: timing the next {steps} steps", flush=True)
             k = batch - self.first - steps - 1  # the profiled step's number
-            if k == 0 and not self._window.start():
-                raise ProfilerBusyError("Another TensorFlow profiler is running.")
+            if k == 0:
+                if not self._window.start():
+                    raise ProfilerBusyError("Another TensorFlow profiler is running.")
+                self.held = held_before_training(self.model)
             if k >= 0:
                 self._window.mark()  # step k
 
@@ -212,7 +217,7 @@ def _run(job: dict) -> dict:
     from kswap import transfer
     from kswap.modelspec import build_model
     from kswap.planning import parse_budget
-    from kswap.profiler.profile import _check_allocator, held_before_training, read_trace
+    from kswap.profiler.profile import _check_allocator, read_trace
 
     name = job["run"]
     logdir = os.path.join(job["logdir"], name)
@@ -236,15 +241,13 @@ def _run(job: dict) -> dict:
     watch = _watch(steps, logdir, ready)
     total = tune_steps + 1 + steps + PROFILED
     data = _dataset(shape, job["classes"], job["batch"], total, seed=2)
-    # on a CPU, host memory as AutoTune counts it: what the allocator holds beyond the
-    # model's variables (this data is made on demand, so little)
-    held = held_before_training(model)
     model.fit(data, epochs=1, verbose=1, shuffle=False, callbacks=[*callbacks, watch])
     if watch.path is None:
         raise RuntimeError(f"fit ended before the {PROFILED} profiled steps")
     if name == "autotune":
         result.update(_decided(tune))
     device = {"device": transfer.device_name().lstrip("/")}
+    held = watch.held
     trace = read_trace(watch.path, model, device, held_bytes=held)
     seconds = watch.seconds
     peaks = [trace.peak_bytes("device", s) for s in range(len(trace.steps))]

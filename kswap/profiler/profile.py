@@ -62,7 +62,8 @@ OPTIMIZER = "(optimizer state)"
 #: ``Trace.by_layer`` key of the optimizer's temporaries during its update.
 OPTIMIZER_UPDATE = "(optimizer update)"
 #: ``Trace.by_layer`` key (host tier, emulation only) of what the process held
-#: in the allocator before training began beyond the model's variables.
+#: in the allocator beyond the model's variables when the profiled steps began
+#: (fit's input data).
 HELD_BEFORE_TRAINING = "(held before training)"
 
 
@@ -297,10 +298,12 @@ def held_before_training(model) -> int:
 
     Without a GPU the device is emulated by the CPU's allocator, which also
     holds what ``fit`` keeps in host memory on a GPU: its input arrays (a
-    ``tf.data`` copy of ``x`` and ``y``, made before the first step). Read
-    when training begins, this is everything in that allocator but the
-    variables of ``model``, its metrics and its optimizer, in the
-    allocator's own blocks; pass it to :func:`read_trace` as ``held_bytes``.
+    ``tf.data`` copy of ``x`` and ``y``, made before the first step) and the
+    batches its pipeline has prefetched (their number varies over ``fit``).
+    Read between two steps, right where a profiled window begins, this is
+    everything in that allocator but the variables of ``model``, its metrics
+    and its optimizer, in the allocator's own blocks; pass it to
+    :func:`read_trace` as ``held_bytes``.
     """
     if transfer.has_gpu():
         return 0

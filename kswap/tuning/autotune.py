@@ -193,9 +193,10 @@ class AutoTune(keras.callbacks.Callback):
         #: The budget in bytes, once the first plan resolved it (a fraction of the
         #: measured baseline, or of its estimate); measured peaks are held against it.
         self.budget_bytes: int | None = None
-        #: Without a GPU: what the emulating CPU allocator held when training
-        #: began beyond the model's variables (``fit``'s input arrays, which a
-        #: GPU keeps in host memory). Profiled steps count it as host memory.
+        #: Without a GPU: what the emulating CPU allocator held beyond the model's
+        #: variables when the last profiled window began (``fit``'s input arrays
+        #: and the batches its ``tf.data`` pipeline had prefetched, which a GPU
+        #: keeps in host memory). That window's steps count it as host memory.
         self.held_bytes = 0
         #: Replicas in the profiled steps (MirroredStrategy): the budget and every
         #: figure are per replica, of the busiest one.
@@ -238,7 +239,6 @@ class AutoTune(keras.callbacks.Callback):
         self._reset()
         if self.done:
             return
-        self.held_bytes = held_before_training(self.model)
         self._budget = self.budget or device_capacity()
         if self._budget is None:
             self.done = True
@@ -317,8 +317,11 @@ class AutoTune(keras.callbacks.Callback):
             self._finish_window()
             if self.done:
                 return
-        if not window.running and step >= self._next_start and not window.start():
-            self._next_start += 1  # someone else's profiler: try the next step
+        if not window.running and step >= self._next_start:
+            if not window.start():
+                self._next_start += 1  # someone else's profiler: try the next step
+            else:  # read between steps: the prefetch buffer's fill varies over fit
+                self.held_bytes = held_before_training(self.model)
         if window.running:
             window.mark()
 
@@ -361,8 +364,8 @@ class AutoTune(keras.callbacks.Callback):
                 where = ""
                 if not transfer.has_gpu():
                     held = (
-                        f"; {format_bytes(self.held_bytes)} held before training (fit's input "
-                        "data) counted as host memory"
+                        f"; {format_bytes(self.held_bytes)} held when the window began (fit's "
+                        "input data) counted as host memory"
                         if self.held_bytes
                         else ""
                     )

@@ -33,11 +33,9 @@ def main(argv):
     import kswap
 
     if mode == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-        )
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        from tests.layers.helpers import mirrored_strategy
+
+        strategy = mirrored_strategy(2)
     else:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
 

@@ -64,3 +64,20 @@ def cpu_has_amx() -> bool:
             return any(line.startswith("flags") and " amx_tile" in line for line in f)
     except OSError:
         return False
+
+
+def mirrored_strategy(replicas: int = 2):
+    """MirroredStrategy over ``replicas`` GPUs if there are, else logical CPUs.
+
+    Call it before TensorFlow runs any op: logical devices are set up once.
+    """
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) >= replicas:
+        return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(replicas)])
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * replicas
+    )
+    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
