@@ -65,6 +65,11 @@ class _Scheduling:
             return None
         from xdist.scheduler import LoadScopeScheduling
 
+        if not all(
+            hasattr(LoadScopeScheduling, name) for name in ("_split_scope", "_assign_work_unit")
+        ):
+            return None  # another pytest-xdist's internals: its own loadgroup order
+
         class ModuleScheduling(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
                 return _scope(nodeid)
