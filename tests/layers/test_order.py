@@ -184,17 +184,17 @@ def _bn_model():
     return model
 
 
-def _most_alive(trace, layer: str, step: int, size: int | None = None) -> tuple[int, list]:
-    """The most bytes alive at once among buffers ``layer``'s backward made, and those buffers.
+def _most_alive(trace, layer: str, step: int, size: int) -> tuple[int, list]:
+    """The most bytes alive at once among buffers of ``size`` bytes ``layer``'s backward made.
 
-    With ``size``, only buffers of exactly that many bytes count.
+    Returns the bytes and those buffers (op, size).
     """
     made = [
         b
         for b in trace.tier("device")
         if b.step == step
         and b.layer == layer
-        and (size is None or b.size == size)
+        and b.size == size
         and b.op
         and b.op.startswith("gradient_tape/")
     ]
