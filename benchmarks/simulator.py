@@ -31,8 +31,10 @@ allocator's measured device peak.
 come from one process per model that builds the four variants, profiles
 each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of one
 step of each variant (fit's graph, ``FitSteps``), measures the link,
-simulates the plans on the workload of the baseline's median profiled step
-(AutoTune's plan: its own prediction), and reports the rounds' medians. Predicted times are
+simulates the plans on the workload of the baseline's median profiled step,
+its times scaled to the median of ``TIMED`` unprofiled steps run just before
+the profile, as ``kswap.AutoTune`` scales them (AutoTune's plan: its own
+prediction, made the same way), and reports the rounds' medians. Predicted times are
 the simulator's; "serial" is the baseline's predicted step plus every copy
 of the plan at the measured link one after another, as if the copies ran on
 the compute stream. Without a GPU, device memory is emulated on CPU:0 and
@@ -49,22 +51,24 @@ import json
 import statistics
 
 from _common import device_label, mib, run_worker, table
-from offload import autotuned, build_variant
+from offload import autotuned, build_variant, unprofiled_seconds
 
 PLANS = ("keep", "all", "conv")
 VARIANTS = ("baseline", "all", "conv", "autotune")
 #: Profiled steps per variant in the time process (the baseline's median one is planned).
 PROFILED = 5
+#: Unprofiled steps timed just before them, which the workload's times are scaled to.
+TIMED = 3
 
 
-def _predict(trace, model, link=None, step=None) -> dict:
+def _predict(trace, model, link=None, step=None, step_seconds=None) -> dict:
     from kswap import transfer
     from kswap.planning import simulate
     from kswap.profiler.workload import workload_from_trace
 
     link = link or transfer.measure_link()
     out = {"link": link.to_dict()}
-    work = workload_from_trace(trace, model, step=step)
+    work = workload_from_trace(trace, model, step=step, step_seconds=step_seconds)
     for plan in PLANS:
         actions = {
             "keep": "keep",
@@ -81,7 +85,9 @@ def _predict(trace, model, link=None, step=None) -> dict:
             "step_seconds": sim.step_seconds,
             "copy_seconds": copies,
         }
-    out["profiled_step_seconds"] = work.metadata["step_seconds"]
+    out["profiled_step_seconds"] = work.metadata["profiled_step_seconds"]
+    out["unprofiled_step_seconds"] = step_seconds
+    out["time_scale"] = work.metadata.get("time_scale", 1.0)
     out["allocator_overhead"] = work.metadata["allocator_overhead"]
     out["blocks"] = len(work.blocks)
     out["saved_bytes"] = work.saved_bytes
@@ -107,7 +113,7 @@ def worker(args) -> None:
     out["copy_seconds"] = busy_ns(m.trace, last, "transfer") / 1e9
     out["tensor_peak_bytes"] = m.trace.peak_bytes("device", requested=True)
     if args.variant == "baseline":
-        out["predicted"] = _predict(m.trace, model)
+        out["predicted"] = _predict(m.trace, model, step_seconds=m.step_seconds)
     if tuned is not None:
         out["predicted"] = tuned
     print(json.dumps(out, default=str))
@@ -131,6 +137,7 @@ def _tuned(plan, tune) -> dict:
             "counts": plan.counts(),
             "optimizer_state": plan.optimizer_state,
             "budget_bytes": tune.budget_bytes,
+            "time_scale": tune.workload.metadata.get("time_scale", 1.0),
         },
         "allocator_overhead": tune.allocator_overhead,
     }
@@ -171,6 +178,8 @@ def time_worker(args) -> None:
     out = {"copy_seconds": {}}
     link = transfer.measure_link()
     for v, model in models.items():
+        # as AutoTune times steps before it profiles them
+        unprofiled = unprofiled_seconds(model, *(a[: args.batch] for a in data[:2]), TIMED)
         trace = kswap.profile(model, *data[:2], steps=PROFILED, batch_size=args.batch)
         lengths = [hi - lo for lo, hi in trace.steps]
         median_step = sorted(range(len(lengths)), key=lengths.__getitem__)[len(lengths) // 2]
@@ -178,7 +187,7 @@ def time_worker(args) -> None:
             busy_ns(trace, i, "transfer") / 1e9 for i in range(len(trace.steps))
         )
         if v == "baseline":
-            out["predicted"] = _predict(trace, model, link, step=median_step)
+            out["predicted"] = _predict(trace, model, link, median_step, unprofiled)
             out["profiled_steps_seconds"] = [n / 1e9 for n in lengths]
     out["predicted"]["autotune"] = tuned["autotune"]
     rounds(args.rounds - args.rounds // 2)
@@ -272,6 +281,7 @@ def main() -> None:
             p_seconds = pred[plan]["step_seconds"]
             keep = pred[plan].get("keep_step_seconds", pred["keep"]["step_seconds"])
             serial = keep + pred[plan]["copy_seconds"]
+            scale = pred[plan].get("time_scale", pred["time_scale"])
             time_rows.append(
                 [
                     name,
@@ -284,6 +294,7 @@ def main() -> None:
                     f"{p_seconds / keep:.2f}",
                     f"{measured[v] / measured['baseline']:.2f}",
                     f"{timed['copy_seconds'][v] * 1000:.0f}",
+                    f"{scale:.2f}",
                 ]
             )
             print(time_rows[-1], flush=True)
@@ -310,7 +321,8 @@ def main() -> None:
     print(table(headers, rows))
     print(
         f"\nstep times in one process per model, median of {args.rounds} rounds; "
-        "predicted from the baseline's profiled step (AutoTune's plan: from its own)\n"
+        "predicted from the baseline's profiled step, its times scaled to unprofiled steps "
+        "(AutoTune's plan: from its own)\n"
     )
     headers = [
         "model",
@@ -323,6 +335,7 @@ def main() -> None:
         "predicted / baseline",
         "measured / baseline",
         "copy ms",
+        "time scale",
     ]
     print(table(headers, time_rows))
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import numbers
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -228,6 +230,59 @@ class Workload:
             )
         slots = self.optimizer_bytes if optimizer_state == "device" else 0
         return self.weight_bytes + self.gradient_bytes + self.other_bytes + slots
+
+    def scaled_times(self, factor: float) -> Workload:
+        """The same workload with every compute time multiplied by ``factor``.
+
+        A profiled step runs slower than the same step unprofiled (the
+        profiler records every op and allocation: on a CPU, up to 1.5x for a
+        model of many small ops), and a plan's times are only as right as the
+        workload's. Scaling by the unprofiled step's time over the profiled
+        one's calibrates them (:func:`kswap.profiler.workload.workload_from_trace`
+        does, given ``step_seconds``). ``metadata["time_scale"]`` records the
+        factor (multiplied by any earlier one), and ``metadata["step_seconds"]``
+        and ``metadata["transfer_seconds"]``, if present, are scaled too.
+
+        Raises:
+            ValueError: ``factor`` is not a positive finite number.
+
+        Example:
+            >>> from kswap.planning import Block, Workload
+            >>> w = Workload((Block("a", 100, 0.002, 0.004),), update_seconds=0.001)
+            >>> half = w.scaled_times(0.5)
+            >>> half.blocks[0].backward_seconds, half.update_seconds, half.metadata["time_scale"]
+            (0.002, 0.0005, 0.5)
+        """
+        if (
+            isinstance(factor, bool)
+            or not isinstance(factor, numbers.Real)
+            or not math.isfinite(factor)
+            or factor <= 0
+        ):
+            raise ValueError(
+                f"`factor` must be a positive finite number. Received: factor={factor!r}"
+            )
+        factor = float(factor)
+        blocks = tuple(
+            dataclasses.replace(
+                b,
+                forward_seconds=b.forward_seconds * factor,
+                backward_seconds=b.backward_seconds * factor,
+                recompute_seconds=b.recompute_seconds * factor,
+            )
+            for b in self.blocks
+        )
+        metadata = dict(self.metadata)
+        metadata["time_scale"] = float(metadata.get("time_scale", 1.0)) * factor
+        for key in ("step_seconds", "transfer_seconds"):
+            if isinstance(metadata.get(key), (int, float)):
+                metadata[key] = metadata[key] * factor
+        return dataclasses.replace(
+            self,
+            blocks=blocks,
+            update_seconds=self.update_seconds * float(factor),
+            metadata=metadata,
+        )
 
     def fingerprint(self) -> str:
         """A short hash of the numbers (not the name or metadata): plans refer to it."""

@@ -313,6 +313,7 @@ def workload_from_trace(
     ordered_backward: bool | Collection[str] | None = None,
     shared: bool = True,
     tensor_bytes: bool = True,
+    step_seconds: float | None = None,
 ) -> Workload:
     """Builds the planner's workload from one profiled step (see the module's docstring).
 
@@ -345,10 +346,20 @@ def workload_from_trace(
             up to twice the request) and would make the blocks' bytes, and
             the plan, depend on the profiled step's luck; it is recorded
             once instead, in ``metadata["allocator_overhead"]``.
+        step_seconds: The wall time of the same step run without the
+            profiler (the median of a few timed steps). The profiler slows a
+            step down, by more the more ops and allocations it has (on a
+            CPU with oneDNN a MobileNetV2 step of 7,000 ops profiled 1.2-1.9x
+            as long as unprofiled; docs/benchmarks.md), so the blocks' and
+            the update's times are scaled by this over the profiled step's
+            length (:meth:`~kswap.planning.Workload.scaled_times`). None
+            keeps the profiled times.
 
     Returns:
         A :class:`~kswap.planning.Workload`; its ``metadata`` records the
-        source, step, batch size, measured step time, device peak (the
+        source, step, batch size, step time (``step_seconds``: the
+        unprofiled one where given, ``profiled_step_seconds``: the profiled
+        step's length, ``time_scale``: their ratio), device peak (the
         allocator's) and ``allocator_overhead``: how much higher the step's
         device peak was than that of its tensors' bytes, as a fraction of
         the latter.
@@ -359,6 +370,16 @@ def workload_from_trace(
     """
     if not trace.steps:
         raise ValueError("`trace` has no profiled steps. Received: a trace with steps=()")
+    if step_seconds is not None and (
+        isinstance(step_seconds, bool)
+        or not isinstance(step_seconds, (int, float, np.floating, np.integer))
+        or not np.isfinite(step_seconds)
+        or step_seconds <= 0
+    ):
+        raise ValueError(
+            f"`step_seconds` must be a positive number of seconds or None. "
+            f"Received: step_seconds={step_seconds!r}"
+        )
     if step is None:
         step = len(trace.steps) - 1
     ops = select_ops(trace, step)  # raises on a bad step
@@ -531,7 +552,7 @@ def workload_from_trace(
     device_slots = sum(variable_bytes(v) for k, v in slots.items() if k not in on_host)
     at_start = trace.timeline("device", step).at(lo)
     other = max(at_start - weight_bytes - device_slots, 0) + unowned
-    return Workload(
+    work = Workload(
         blocks=tuple(blocks),
         weight_bytes=weight_bytes,
         gradient_bytes=gradient_bytes,
@@ -546,9 +567,13 @@ def workload_from_trace(
             "batch_size": batch,
             "emulated": trace.emulated,
             "step_seconds": (hi - lo) / 1e9,
+            "profiled_step_seconds": (hi - lo) / 1e9,
             "device_peak_bytes": device_peak,
             "allocator_overhead": max(overhead, 0.0),
             "transfer_seconds": transfer,
             "ordered_backward": sorted(ordered) if 0 < len(ordered) < len(names) else bool(ordered),
         },
     )
+    if step_seconds is None:
+        return work
+    return work.scaled_times(float(step_seconds) / max((hi - lo) / 1e9, 1e-9))

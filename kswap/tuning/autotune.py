@@ -47,6 +47,8 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import os
+import statistics
+import time
 import warnings
 
 import keras
@@ -102,6 +104,13 @@ class AutoTune(keras.callbacks.Callback):
             :class:`~kswap.planning.Link` or a preset name (``"pcie4"``).
             None measures it (:func:`kswap.transfer.measure_link`).
         warmup_steps: Steps before profiling (the first traces the step).
+        timed_steps: Steps after the warm-up timed without the profiler,
+            before the first profiled window. The profiler slows a step
+            down, by more the more ops it has (on a CPU with oneDNN, a
+            MobileNetV2 step of 7,000 ops took 1.2-1.9x as long profiled),
+            so the workload's times are scaled to these steps' median
+            (:attr:`unprofiled_step_seconds`) before planning. 0: plan from
+            the profiled times.
         profile_steps: Steps profiled for the plan.
         max_rounds: Plans applied at most (the first and its tightenings).
         headroom: The share of the budget the first plan leaves free. The
@@ -143,6 +152,7 @@ class AutoTune(keras.callbacks.Callback):
         strategy: str = "auto",
         link: Link | str | None = None,
         warmup_steps: int = 1,
+        timed_steps: int = 2,
         profile_steps: int = 2,
         max_rounds: int = 3,
         headroom: float = 0.05,
@@ -160,6 +170,7 @@ class AutoTune(keras.callbacks.Callback):
         self.strategy = strategy
         self.link = None if link is None else as_link(link)
         self.warmup_steps = _count("warmup_steps", warmup_steps, 0)
+        self.timed_steps = _count("timed_steps", timed_steps, 0)
         self.profile_steps = _count("profile_steps", profile_steps, 1)
         self.max_rounds = _count("max_rounds", max_rounds, 1)
         if (
@@ -198,6 +209,9 @@ class AutoTune(keras.callbacks.Callback):
         #: and the batches its ``tf.data`` pipeline had prefetched, which a GPU
         #: keeps in host memory). That window's steps count it as host memory.
         self.held_bytes = 0
+        #: The median wall time of the timed steps (unprofiled; ``timed_steps``),
+        #: which the workload's times were scaled to; None if none was timed.
+        self.unprofiled_step_seconds: float | None = None
         #: Replicas in the profiled steps (MirroredStrategy): the budget and every
         #: figure are per replica, of the busiest one.
         self.replicas = 1
@@ -264,7 +278,7 @@ class AutoTune(keras.callbacks.Callback):
                 "AutoTune: policy='auto' starts with every block swapped until the first "
                 "plan (pass batch_size= to start from the static plan)"
             )
-        self._next_start = self.warmup_steps
+        self._next_start = self.warmup_steps + self.timed_steps
 
     def _static_start(self) -> None:
         """Before the first step: the static plan, or the refusal of a budget none meets."""
@@ -307,10 +321,18 @@ class AutoTune(keras.callbacks.Callback):
                 f"{format_bytes(result.plan.budget_bytes or 0)}"
             )
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._stamps.append(None)  # the last epoch's end and validation are no step
+
     def on_train_batch_begin(self, batch, logs=None):
         step, self._step = self._step, self._step + 1
         if self.done:
             return
+        # the timed steps: begin to begin, as the profiled steps' markers time them
+        # (step 0 traces the step: never timed)
+        if max(self.warmup_steps, 1) <= step <= self.warmup_steps + self.timed_steps:
+            if self.start_peak_bytes is None and not self._window.running:
+                self._stamps.append(time.perf_counter())
         window = self._window
         window.close_marker()
         if window.running and window.steps == self.profile_steps:
@@ -341,6 +363,7 @@ class AutoTune(keras.callbacks.Callback):
     def _reset(self) -> None:
         self._step = 0
         self._next_start = 0
+        self._stamps: list[float | None] = []
         self._window = ProfileWindow(self.logdir)
         self._baseline_window = False
         self._budget: Budget | None = None
@@ -416,11 +439,22 @@ class AutoTune(keras.callbacks.Callback):
 
     def _learn(self, trace: Trace) -> None:
         """The workload (and link) from a profiled window of the model's own actions or a plan."""
-        if self.start_peak_bytes is None:  # the model as it came: the fallback
+        first_window = self.start_peak_bytes is None
+        if first_window:  # the model as it came: the fallback
             self.start_peak_bytes = trace.peak_bytes("device")
             self._start = (current_actions(self.model), _optimizer_tier(self.model))
             self._first_trace = trace
-        self.workload = workload_from_trace(trace, self.model)
+            self.unprofiled_step_seconds = _median_interval(self._stamps)
+        self.workload = workload_from_trace(
+            trace, self.model, step_seconds=self.unprofiled_step_seconds
+        )
+        meta = self.workload.metadata
+        if self.verbose and self.unprofiled_step_seconds and first_window:
+            print(
+                f"AutoTune: a step takes {1e3 * self.unprofiled_step_seconds:.1f} ms "
+                f"unprofiled, {1e3 * meta['profiled_step_seconds']:.1f} ms profiled: the "
+                f"plan's times are scaled x{meta['time_scale']:.2f}"
+            )
         if self.link is None:
             self.link = transfer.measure_link()
 
@@ -557,6 +591,13 @@ class AutoTune(keras.callbacks.Callback):
             place_optimizer_state(self.model.optimizer, tier, self.model.trainable_variables)
         self.model.make_train_function(force=True)
         self.restored = True
+
+
+def _median_interval(stamps: list[float | None]) -> float | None:
+    """The median time between consecutive stamps (None breaks the sequence)."""
+    pairs = zip(stamps, stamps[1:], strict=False)
+    gaps = [b - a for a, b in pairs if a is not None and b is not None]
+    return statistics.median(gaps) if gaps else None
 
 
 def _optimizer_tier(model) -> str | None:

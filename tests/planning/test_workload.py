@@ -1,5 +1,6 @@
 """Workload and Block: validation, persistent bytes, fingerprint, JSON."""
 
+import dataclasses
 import json
 
 import pytest
@@ -104,3 +105,33 @@ def test_from_json_errors_are_one_line_value_errors(source, message):
     with pytest.raises(ValueError, match=message) as info:
         Workload.from_json(source)
     assert "\n" not in str(info.value)
+
+
+def test_scaled_times_scales_every_compute_time_and_nothing_else():
+    w = workload(update_seconds=0.003, metadata={"step_seconds": 0.02, "transfer_seconds": 0.001})
+    half = w.scaled_times(0.5)
+    for a, b in zip(w.blocks, half.blocks, strict=True):
+        assert b.forward_seconds == a.forward_seconds / 2
+        assert b.backward_seconds == a.backward_seconds / 2
+        assert b.recompute_seconds == a.recompute_seconds / 2
+        assert (
+            dataclasses.replace(
+                b,
+                forward_seconds=a.forward_seconds,
+                backward_seconds=a.backward_seconds,
+                recompute_seconds=a.recompute_seconds,
+            )
+            == a
+        )
+    assert half.update_seconds == 0.0015 and half.persistent_bytes() == w.persistent_bytes()
+    assert half.metadata == {"step_seconds": 0.01, "transfer_seconds": 0.0005, "time_scale": 0.5}
+    assert w.metadata == {"step_seconds": 0.02, "transfer_seconds": 0.001}  # not changed
+    # scales compose
+    assert half.scaled_times(4).metadata["time_scale"] == 2.0
+    assert half.scaled_times(4).blocks[0].backward_seconds == 2 * w.blocks[0].backward_seconds
+
+
+@pytest.mark.parametrize("factor", [0, -1, float("nan"), float("inf"), True, "2"])
+def test_scaled_times_refuses_a_factor_that_is_not_positive_and_finite(factor):
+    with pytest.raises(ValueError, match=r"`factor` must be a positive finite number. Received"):
+        workload().scaled_times(factor)

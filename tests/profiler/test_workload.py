@@ -226,6 +226,23 @@ def test_times_add_up_to_the_step_and_ops_of_no_block_join_their_neighbours():
     assert work.metadata["step_seconds"] == pytest.approx(0.040)
 
 
+def test_times_scaled_to_the_unprofiled_step_keep_their_proportions():
+    work = workload_from_trace(_trace(), _model())
+    fast = workload_from_trace(_trace(), _model(), step_seconds=0.030)
+    assert fast.metadata["profiled_step_seconds"] == pytest.approx(0.040)
+    assert fast.metadata["step_seconds"] == pytest.approx(0.030)
+    assert fast.metadata["time_scale"] == pytest.approx(0.75)
+    for a, b in zip(work.blocks, fast.blocks, strict=True):
+        assert b.forward_seconds == pytest.approx(0.75 * a.forward_seconds)
+        assert b.backward_seconds == pytest.approx(0.75 * a.backward_seconds)
+        assert (b.saved_bytes, b.backward_bytes) == (a.saved_bytes, a.backward_bytes)
+    total = sum(b.forward_seconds + b.backward_seconds for b in fast.blocks) + fast.update_seconds
+    assert total == pytest.approx(0.030)
+    for bad in (0, -0.01, float("nan"), "0.03", True):
+        with pytest.raises(ValueError, match="`step_seconds` must be a positive number"):
+            workload_from_trace(_trace(), _model(), step_seconds=bad)
+
+
 def test_working_sets_one_op_at_a_time_and_side_by_side():
     # the trace ran its ops side by side (a plain model): kept blocks' working
     # sets are measured, the one-at-a-time ones derived

@@ -5,7 +5,7 @@ Trains ``tests.tuning.test_autotune``'s MLP plain and offloaded with
 line, what the loop did and whether losses and weights are bit-identical.
 
 With ``--logdir D`` it trains only the offloaded model, for the six steps
-one round takes (warm-up; profiled; every block kept: traced again, profiled;
+one round takes with no timed steps (warm-up; profiled; every block kept: traced again, profiled;
 planned: traced again, measured), with
 ``AutoTune(logdir=D)``, and prints each round's bytes and the device and
 allocator peaks of each profiled window (what the Profile plugin shows).
@@ -31,7 +31,9 @@ BUDGET = 0.95
 
 
 def report(logdir: str) -> dict:
-    tune = AutoTune(BUDGET, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir)
+    tune = AutoTune(
+        BUDGET, timed_steps=0, profile_steps=1, max_rounds=1, verbose=0, link="pcie4", logdir=logdir
+    )
     off = kswap.OffloadingModel(_model())
     off.fit(*_data(BATCH * 6), batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
     rounds = [
