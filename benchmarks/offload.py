@@ -235,8 +235,8 @@ def autotuned(model, fraction: float, x, y, batch: int):
 
     off = kswap.OffloadingModel(model)
     tune = kswap.AutoTune(fraction, verbose=0)
-    tune.unprofiled_step_seconds = unprofiled_seconds(off, x[:batch], y[:batch], tune.timed_steps)
     trace = kswap.profile(off, x, y, steps=2, batch_size=batch)
+    tune.unprofiled_step_seconds = unprofiled_seconds(off, x[:batch], y[:batch], tune.timed_steps)
     tune.workload = workload_from_trace(trace, off, step_seconds=tune.unprofiled_step_seconds)
     tune.link = transfer.measure_link()
     apply_plan(off, "keep")
@@ -253,8 +253,8 @@ def autotuned(model, fraction: float, x, y, batch: int):
 def unprofiled_seconds(model, x, y, steps: int) -> float | None:
     """The median wall time of ``steps`` unprofiled steps of one batch, as fit runs them.
 
-    What ``kswap.AutoTune`` times before it profiles (``timed_steps``), to
-    scale the workload's times to; a model without a training function is
+    What ``kswap.AutoTune`` times right after it profiles (``timed_steps``),
+    to scale the workload's times to; a model without a training function is
     warmed up first. None for ``steps=0``.
     """
     import statistics

@@ -32,7 +32,7 @@ come from one process per model that builds the four variants, profiles
 each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of one
 step of each variant (fit's graph, ``FitSteps``), measures the link,
 simulates the plans on the workload of the baseline's median profiled step,
-its times scaled to the median of ``TIMED`` unprofiled steps run just before
+its times scaled to the median of ``TIMED`` unprofiled steps run right after
 the profile, as ``kswap.AutoTune`` scales them (AutoTune's plan: its own
 prediction, made the same way), and reports the rounds' medians. Predicted times are
 the simulator's; "serial" is the baseline's predicted step plus every copy
@@ -57,7 +57,7 @@ PLANS = ("keep", "all", "conv")
 VARIANTS = ("baseline", "all", "conv", "autotune")
 #: Profiled steps per variant in the time process (the baseline's median one is planned).
 PROFILED = 5
-#: Unprofiled steps timed just before them, which the workload's times are scaled to.
+#: Unprofiled steps timed right after them, which the workload's times are scaled to.
 TIMED = 3
 
 
@@ -178,9 +178,9 @@ def time_worker(args) -> None:
     out = {"copy_seconds": {}}
     link = transfer.measure_link()
     for v, model in models.items():
-        # as AutoTune times steps before it profiles them
-        unprofiled = unprofiled_seconds(model, *(a[: args.batch] for a in data[:2]), TIMED)
         trace = kswap.profile(model, *data[:2], steps=PROFILED, batch_size=args.batch)
+        # as AutoTune times steps right after it profiles them
+        unprofiled = unprofiled_seconds(model, *(a[: args.batch] for a in data[:2]), TIMED)
         lengths = [hi - lo for lo, hi in trace.steps]
         median_step = sorted(range(len(lengths)), key=lengths.__getitem__)[len(lengths) // 2]
         out["copy_seconds"][v] = st.median(

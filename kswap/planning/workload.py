@@ -235,7 +235,7 @@ class Workload:
         """The same workload with every compute time multiplied by ``factor``.
 
         A profiled step runs slower than the same step unprofiled (the
-        profiler records every op and allocation: on a CPU, up to 1.5x for a
+        profiler records every op and allocation: on a CPU, up to 1.6x for a
         model of many small ops), and a plan's times are only as right as the
         workload's. Scaling by the unprofiled step's time over the profiled
         one's calibrates them (:func:`kswap.profiler.workload.workload_from_trace`

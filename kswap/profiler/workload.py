@@ -349,7 +349,7 @@ def workload_from_trace(
         step_seconds: The wall time of the same step run without the
             profiler (the median of a few timed steps). The profiler slows a
             step down, by more the more ops and allocations it has (on a
-            CPU with oneDNN a MobileNetV2 step of 7,000 ops profiled 1.2-1.9x
+            CPU with oneDNN a MobileNetV2 step of 7,000 ops profiled 1.2-1.6x
             as long as unprofiled; docs/benchmarks.md), so the blocks' and
             the update's times are scaled by this over the profiled step's
             length (:meth:`~kswap.planning.Workload.scaled_times`). None

@@ -5,7 +5,9 @@
 
 1. after ``warmup_steps`` steps it profiles ``profile_steps`` steps with
    TensorFlow's profiler (allocator events and op times), and reads them
-   into a :class:`~kswap.Trace`;
+   into a :class:`~kswap.Trace`, then times ``timed_steps`` steps without
+   it (the profiler slows a step down; the workload's times are scaled to
+   these);
 2. with a fractional budget, it measures the baseline the fraction is of:
    it keeps every block for one profiled step (where the estimate of that
    step's peak fits the device; else the estimate is the baseline);
@@ -48,6 +50,7 @@ import dataclasses
 import numbers
 import os
 import statistics
+import sys
 import time
 import warnings
 
@@ -104,10 +107,10 @@ class AutoTune(keras.callbacks.Callback):
             :class:`~kswap.planning.Link` or a preset name (``"pcie4"``).
             None measures it (:func:`kswap.transfer.measure_link`).
         warmup_steps: Steps before profiling (the first traces the step).
-        timed_steps: Steps after the warm-up timed without the profiler,
-            before the first profiled window. The profiler slows a step
+        timed_steps: Steps timed without the profiler right after the first
+            profiled window, before the first plan. The profiler slows a step
             down, by more the more ops it has (on a CPU with oneDNN, a
-            MobileNetV2 step of 7,000 ops took 1.2-1.9x as long profiled),
+            MobileNetV2 step of 7,000 ops took 1.2-1.6x as long profiled),
             so the workload's times are scaled to these steps' median
             (:attr:`unprofiled_step_seconds`) before planning. 0: plan from
             the profiled times.
@@ -278,7 +281,7 @@ class AutoTune(keras.callbacks.Callback):
                 "AutoTune: policy='auto' starts with every block swapped until the first "
                 "plan (pass batch_size= to start from the static plan)"
             )
-        self._next_start = self.warmup_steps + self.timed_steps
+        self._next_start = self.warmup_steps
 
     def _static_start(self) -> None:
         """Before the first step: the static plan, or the refusal of a budget none meets."""
@@ -328,13 +331,15 @@ class AutoTune(keras.callbacks.Callback):
         step, self._step = self._step, self._step + 1
         if self.done:
             return
-        # the timed steps: begin to begin, as the profiled steps' markers time them
-        # (step 0 traces the step: never timed)
-        if max(self.warmup_steps, 1) <= step <= self.warmup_steps + self.timed_steps:
-            if self.start_peak_bytes is None and not self._window.running:
-                self._stamps.append(time.perf_counter())
         window = self._window
         window.close_marker()
+        if self._untimed is not None:  # the timed steps, begin to begin (as markers time)
+            self._stamps.append(time.perf_counter())
+            if sum(t is not None for t in self._stamps) <= self.timed_steps:
+                return
+            self._first_window(self._untimed)
+            if self.done:
+                return
         if window.running and window.steps == self.profile_steps:
             self._finish_window()
             if self.done:
@@ -352,6 +357,8 @@ class AutoTune(keras.callbacks.Callback):
         window.close_marker()
         if window.running and window.steps == self.profile_steps and not self.done:
             self._finish_window()
+        if self._untimed is not None and not self.done:  # fit ended within the timed steps
+            self._first_window(self._untimed)
         window.close()  # stops a profiler left inside its window when fit ended
         if self._baseline_window:  # fit ended before the baseline was measured
             self._baseline_window = False
@@ -364,6 +371,7 @@ class AutoTune(keras.callbacks.Callback):
         self._step = 0
         self._next_start = 0
         self._stamps: list[float | None] = []
+        self._untimed: Trace | None = None  # the first window's, while its steps are timed
         self._window = ProfileWindow(self.logdir)
         self._baseline_window = False
         self._budget: Budget | None = None
@@ -400,11 +408,20 @@ class AutoTune(keras.callbacks.Callback):
             self._plan()
         elif self.rounds and self.rounds[-1].measured_peak_bytes is None:
             self._measured(trace)
+        elif self.start_peak_bytes is None and self.timed_steps:
+            # the next steps run unprofiled and timed; then the plan (_first_window)
+            self._untimed, self._stamps = trace, [time.perf_counter()]
+            self._next_start = sys.maxsize
         else:
-            first = self.start_peak_bytes is None
-            self._learn(trace)
-            if not (first and self._measure_baseline()):
-                self._plan()
+            self._first_window(trace)
+
+    def _first_window(self, trace: Trace) -> None:
+        """The workload of the model's own actions; the baseline's window, or the first plan."""
+        self._untimed = None
+        first = self.start_peak_bytes is None
+        self._learn(trace)
+        if not (first and self._measure_baseline()):
+            self._plan()
 
     def _measure_baseline(self) -> bool:
         """Starts a window with every block kept, where that is safe; whether it did.

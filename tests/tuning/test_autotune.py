@@ -180,7 +180,7 @@ def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
 def test_a_budget_no_plan_meets_leaves_the_model_as_it_is_and_says_the_smallest():
     off = kswap.OffloadingModel(_model())
     before = current_actions(off)
-    tune = AutoTune(0.01, timed_steps=0, profile_steps=1, verbose=0, link="pcie4")
+    tune = AutoTune(0.01, profile_steps=1, verbose=0, link="pcie4")
     with pytest.warns(UserWarning, match=r"leaves the model as it is: .*smallest feasible budget"):
         off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
     assert tune.done and tune.rounds == [] and current_actions(off) == before
@@ -223,7 +223,7 @@ def test_the_plans_times_are_scaled_to_the_steps_timed_without_the_profiler():
 def test_fit_ending_before_the_baseline_is_measured_puts_the_models_actions_back():
     off = kswap.OffloadingModel(_model())
     before = current_actions(off)
-    tune = AutoTune(0.9, timed_steps=0, profile_steps=1, verbose=0, link="pcie4")
+    tune = AutoTune(0.9, profile_steps=1, verbose=0, link="pcie4")
     off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
     assert tune.start_peak_bytes is not None  # its first window ran, then fit ended
     assert tune.baseline_peak_bytes is None and tune.rounds == []
@@ -232,7 +232,7 @@ def test_fit_ending_before_the_baseline_is_measured_puts_the_models_actions_back
 
 def test_a_profiler_it_did_not_start_is_left_running(tmp_path):
     off = kswap.OffloadingModel(_model())
-    tune = AutoTune(0.6, timed_steps=0, profile_steps=1, verbose=0, link="pcie4")
+    tune = AutoTune(0.6, profile_steps=1, verbose=0, link="pcie4")
     tf.profiler.experimental.start(str(tmp_path))
     try:
         off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
@@ -338,7 +338,7 @@ def test_on_a_cpu_fits_input_arrays_count_as_host_memory_not_device():
     # device holds them too, and they are not the model's to plan
     x, y = _data(BATCH * 64)  # 64 MiB of inputs, one step's activations a few MiB
     off = kswap.OffloadingModel(_model())
-    tune = AutoTune("1GiB", timed_steps=0, profile_steps=1, verbose=0, link="pcie4")
+    tune = AutoTune("1GiB", profile_steps=1, verbose=0, link="pcie4")
     off.fit(x, y, batch_size=BATCH, steps_per_epoch=3, callbacks=[tune], verbose=0)
     if kswap.transfer.has_gpu():
         assert tune.held_bytes == 0
