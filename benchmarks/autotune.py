@@ -185,7 +185,7 @@ def main() -> None:
     p.add_argument("--input", default="64,64,3")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--budget", default="0.5", help="fraction, bytes or size ('200MiB')")
-    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--steps", type=int, default=14)
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--link", default=None, help="a preset name; default: measured")
     p.add_argument("--out", default=None, help="also write the results as JSON here")

@@ -155,7 +155,7 @@ class AutoTune(keras.callbacks.Callback):
         strategy: str = "auto",
         link: Link | str | None = None,
         warmup_steps: int = 1,
-        timed_steps: int = 2,
+        timed_steps: int = 3,
         profile_steps: int = 2,
         max_rounds: int = 3,
         headroom: float = 0.05,

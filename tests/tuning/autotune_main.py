@@ -75,7 +75,7 @@ def main() -> None:
     keras.utils.set_random_seed(1)
     h_ref = ref.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0).history["loss"]
     off = kswap.OffloadingModel(_model())
-    tune = AutoTune(BUDGET, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
+    tune = AutoTune(BUDGET, timed_steps=1, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
     keras.utils.set_random_seed(1)
     h_off = off.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
     planned = dict(zip(tune.plan.blocks, tune.plan.actions, strict=True)) if tune.plan else None

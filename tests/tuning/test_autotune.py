@@ -200,7 +200,7 @@ def test_the_plans_times_are_scaled_to_the_steps_timed_without_the_profiler():
 
     off = kswap.OffloadingModel(_model())
     tune = AutoTune("1GiB", profile_steps=1, verbose=0, link="pcie4")
-    assert tune.timed_steps == 2
+    assert tune.timed_steps == 3
     off.fit(*_data(BATCH * 5), batch_size=BATCH, callbacks=[tune], verbose=0)
     work, seconds = tune.workload, tune.unprofiled_step_seconds
     assert seconds > 0
