@@ -29,8 +29,10 @@ allocator's measured device peak.
 
 **Time.** Separate processes on a shared machine drift apart, so step times
 come from one process per model that builds the four variants, profiles
-each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of one
-step of each variant (fit's graph, ``FitSteps``), measures the link,
+each (``kswap.profile``, 5 steps) halfway through ``--rounds`` rounds of
+``IN_A_ROW`` steps in a row of each variant (fit's graph, ``FitSteps``; the
+round counts their median: fit runs one model's steps one after another,
+and a step right after another model's runs in a colder cache), measures the link,
 simulates the plans on the workload of the baseline's median profiled step,
 its times scaled to the median of ``TIMED`` unprofiled steps run right after
 the profile, as ``kswap.AutoTune`` scales them (AutoTune's plan: its own
@@ -57,6 +59,8 @@ PLANS = ("keep", "all", "conv")
 VARIANTS = ("baseline", "all", "conv", "autotune")
 #: Profiled steps per variant in the time process (the baseline's median one is planned).
 PROFILED = 5
+#: Steps of one variant in a row in each round of the time process (their median counts).
+IN_A_ROW = 3
 #: Unprofiled steps timed right after them, which the workload's times are scaled to.
 TIMED = 3
 
@@ -170,8 +174,8 @@ def time_worker(args) -> None:
 
     def rounds(n: int) -> None:
         for _ in range(n):
-            for v, fit in steps.items():
-                seconds[v].append(fit.run(0))
+            for v, fit in steps.items():  # a few steps in a row, as fit runs them
+                seconds[v].append(st.median(fit.run(0) for _ in range(IN_A_ROW)))
 
     # half the rounds, the profiles, the other half: a slow spell hits both
     rounds(args.rounds // 2)
