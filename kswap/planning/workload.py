@@ -234,9 +234,10 @@ class Workload:
     def scaled_times(self, factor: float) -> Workload:
         """The same workload with every compute time multiplied by ``factor``.
 
-        A profiled step runs slower than the same step unprofiled (the
-        profiler records every op and allocation: on a CPU, up to 1.6x for a
-        model of many small ops), and a plan's times are only as right as the
+        A profiled step does not take the time the same step takes
+        unprofiled (the profiler records every op and allocation; on a CPU
+        the unprofiled steps of docs/benchmarks.md took 0.72x to 1.19x the
+        profiled one), and a plan's times are only as right as the
         workload's. Scaling by the unprofiled step's time over the profiled
         one's calibrates them (:func:`kswap.profiler.workload.workload_from_trace`
         does, given ``step_seconds``). ``metadata["time_scale"]`` records the

@@ -347,11 +347,12 @@ def workload_from_trace(
             the plan, depend on the profiled step's luck; it is recorded
             once instead, in ``metadata["allocator_overhead"]``.
         step_seconds: The wall time of the same step run without the
-            profiler (the median of a few timed steps). The profiler slows a
-            step down, by more the more ops and allocations it has (on a
-            CPU with oneDNN a MobileNetV2 step of 7,000 ops profiled 1.2-1.6x
-            as long as unprofiled; docs/benchmarks.md), so the blocks' and
-            the update's times are scaled by this over the profiled step's
+            profiler (the median of a few timed steps). A profiled step
+            does not take the time it takes unprofiled (the profiler
+            records every op and allocation; on a CPU with oneDNN the
+            unprofiled steps of docs/benchmarks.md took 0.72x to 1.19x the
+            profiled one), so the blocks' and the update's times are
+            scaled by this over the profiled step's
             length (:meth:`~kswap.planning.Workload.scaled_times`). None
             keeps the profiled times.
 

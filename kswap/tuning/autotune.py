@@ -6,8 +6,8 @@
 1. after ``warmup_steps`` steps it profiles ``profile_steps`` steps with
    TensorFlow's profiler (allocator events and op times), and reads them
    into a :class:`~kswap.Trace`, then times ``timed_steps`` steps without
-   it (the profiler slows a step down; the workload's times are scaled to
-   these);
+   it (a profiled step does not take the time an unprofiled one takes; the
+   workload's times are scaled to these);
 2. with a fractional budget, it measures the baseline the fraction is of:
    it keeps every block for one profiled step (where the estimate of that
    step's peak fits the device; else the estimate is the baseline);
@@ -108,10 +108,11 @@ class AutoTune(keras.callbacks.Callback):
             None measures it (:func:`kswap.transfer.measure_link`).
         warmup_steps: Steps before profiling (the first traces the step).
         timed_steps: Steps timed without the profiler right after the first
-            profiled window, before the first plan. The profiler slows a step
-            down, by more the more ops it has (on a CPU with oneDNN, a
-            MobileNetV2 step of 7,000 ops took 1.2-1.6x as long profiled),
-            so the workload's times are scaled to these steps' median
+            profiled window, before the first plan. A profiled step does
+            not take the time an unprofiled one takes (on a CPU with oneDNN
+            the unprofiled steps took 0.72x to 1.19x the profiled one,
+            docs/benchmarks.md), so the workload's times are scaled to
+            these steps' median
             (:attr:`unprofiled_step_seconds`) before planning. 0: plan from
             the profiled times.
         profile_steps: Steps profiled for the plan.
