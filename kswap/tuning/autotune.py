@@ -326,7 +326,8 @@ class AutoTune(keras.callbacks.Callback):
             )
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._stamps.append(None)  # the last epoch's end and validation are no step
+        if self._untimed is not None:  # the last epoch's end and validation are no step
+            self._stamps.append(None)
 
     def on_train_batch_begin(self, batch, logs=None):
         step, self._step = self._step, self._step + 1
