@@ -94,6 +94,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import warnings
 from collections.abc import Collection, Sequence
@@ -577,4 +578,8 @@ def workload_from_trace(
     )
     if step_seconds is None:
         return work
-    return work.scaled_times(float(step_seconds) / max((hi - lo) / 1e9, 1e-9))
+    work = work.scaled_times(float(step_seconds) / max((hi - lo) / 1e9, 1e-9))
+    # the measured figure itself, not the profiled one times the scale (a rounding away)
+    return dataclasses.replace(
+        work, metadata={**work.metadata, "step_seconds": float(step_seconds)}
+    )
