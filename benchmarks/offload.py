@@ -230,13 +230,17 @@ def autotuned(model, fraction: float, x, y, batch: int):
     import kswap
     from kswap import transfer
     from kswap.planning import parse_budget
+    from kswap.profiler.profile import run_steps
     from kswap.profiler.workload import workload_from_trace
     from kswap.tuning import apply_plan
 
     off = kswap.OffloadingModel(model)
     tune = kswap.AutoTune(fraction, verbose=0)
     trace = kswap.profile(off, x, y, steps=2, batch_size=batch)
-    tune.unprofiled_step_seconds = unprofiled_seconds(off, x[:batch], y[:batch], tune.timed_steps)
+    # as AutoTune times steps right after it profiles them (the model is warm)
+    tune.unprofiled_step_seconds = statistics.median(
+        run_steps(off, [(x[:batch], y[:batch])] * tune.timed_steps)
+    )
     tune.workload = workload_from_trace(trace, off, step_seconds=tune.unprofiled_step_seconds)
     tune.link = transfer.measure_link()
     apply_plan(off, "keep")
@@ -248,25 +252,6 @@ def autotuned(model, fraction: float, x, y, batch: int):
     apply_plan(off, plan)
     off.make_train_function(force=True)
     return off, plan, tune
-
-
-def unprofiled_seconds(model, x, y, steps: int) -> float | None:
-    """The median wall time of ``steps`` unprofiled steps of one batch, as fit runs them.
-
-    What ``kswap.AutoTune`` times right after it profiles (``timed_steps``),
-    to scale the workload's times to; a model without a training function is
-    warmed up first. None for ``steps=0``.
-    """
-    import statistics
-
-    from kswap.profiler.profile import FitSteps
-
-    if not steps:
-        return None
-    fit = FitSteps(model, [(x, y)])
-    if model.train_function is None:
-        fit.warm_up(0)
-    return statistics.median(fit.run(0) for _ in range(steps))
 
 
 def _floor(trace) -> tuple[int, int]:

@@ -53,7 +53,7 @@ import json
 import statistics
 
 from _common import device_label, mib, run_worker, table
-from offload import autotuned, build_variant, unprofiled_seconds
+from offload import autotuned, build_variant
 
 PLANS = ("keep", "all", "conv")
 VARIANTS = ("baseline", "all", "conv", "autotune")
@@ -172,10 +172,13 @@ def time_worker(args) -> None:
         steps[v].run(0)
     seconds: dict[str, list[float]] = {v: [] for v in models}
 
+    def timed(fit: FitSteps, n: int) -> float:
+        return st.median(fit.run(0) for _ in range(n))
+
     def rounds(n: int) -> None:
         for _ in range(n):
             for v, fit in steps.items():  # a few steps in a row, as fit runs them
-                seconds[v].append(st.median(fit.run(0) for _ in range(IN_A_ROW)))
+                seconds[v].append(timed(fit, IN_A_ROW))
 
     # half the rounds, the profiles, the other half: a slow spell hits both
     rounds(args.rounds // 2)
@@ -183,14 +186,13 @@ def time_worker(args) -> None:
     link = transfer.measure_link()
     for v, model in models.items():
         trace = kswap.profile(model, *data[:2], steps=PROFILED, batch_size=args.batch)
-        # as AutoTune times steps right after it profiles them
-        unprofiled = unprofiled_seconds(model, *(a[: args.batch] for a in data[:2]), TIMED)
         lengths = [hi - lo for lo, hi in trace.steps]
         median_step = sorted(range(len(lengths)), key=lengths.__getitem__)[len(lengths) // 2]
         out["copy_seconds"][v] = st.median(
             busy_ns(trace, i, "transfer") / 1e9 for i in range(len(trace.steps))
         )
         if v == "baseline":
+            unprofiled = timed(steps[v], TIMED)  # as AutoTune times steps right after its profile
             out["predicted"] = _predict(trace, model, link, median_step, unprofiled)
             out["profiled_steps_seconds"] = [n / 1e9 for n in lengths]
     out["predicted"]["autotune"] = tuned["autotune"]

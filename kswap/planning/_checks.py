@@ -9,7 +9,7 @@ from typing import Any
 from kswap._json import load_document as load_json
 from kswap._json import require
 
-__all__ = ["as_bytes", "as_seconds", "load_json", "require"]
+__all__ = ["as_bytes", "as_seconds", "is_positive", "load_json", "require"]
 
 
 def as_bytes(name: str, value: Any) -> int:
@@ -29,3 +29,13 @@ def as_seconds(name: str, value: Any) -> float:
     ):
         raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
     return float(value)
+
+
+def is_positive(value: Any) -> bool:
+    """Whether ``value`` is a finite real number > 0 (not a bool)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, numbers.Real)
+        and math.isfinite(value)
+        and value > 0
+    )

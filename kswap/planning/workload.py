@@ -35,13 +35,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
-import numbers
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from kswap.planning._checks import as_bytes, as_seconds, load_json, require
+from kswap.planning._checks import as_bytes, as_seconds, is_positive, load_json, require
 
 __all__ = ["Block", "Workload", "TIERS"]
 
@@ -254,12 +252,7 @@ class Workload:
             >>> half.blocks[0].backward_seconds, half.update_seconds, half.metadata["time_scale"]
             (0.002, 0.0005, 0.5)
         """
-        if (
-            isinstance(factor, bool)
-            or not isinstance(factor, numbers.Real)
-            or not math.isfinite(factor)
-            or factor <= 0
-        ):
+        if not is_positive(factor):
             raise ValueError(
                 f"`factor` must be a positive finite number. Received: factor={factor!r}"
             )
@@ -281,7 +274,7 @@ class Workload:
         return dataclasses.replace(
             self,
             blocks=blocks,
-            update_seconds=self.update_seconds * float(factor),
+            update_seconds=self.update_seconds * factor,
             metadata=metadata,
         )
 

@@ -105,6 +105,7 @@ import numpy as np
 from kswap.layers import chain
 from kswap.optimizer_state import distributed, host_variables, slot_variables
 from kswap.planning import Block, Workload
+from kswap.planning._checks import is_positive
 from kswap.profiler import working_sets
 from kswap.profiler.profile import variable_bytes
 from kswap.trace import Allocation, OpInterval, Trace
@@ -372,12 +373,7 @@ def workload_from_trace(
     """
     if not trace.steps:
         raise ValueError("`trace` has no profiled steps. Received: a trace with steps=()")
-    if step_seconds is not None and (
-        isinstance(step_seconds, bool)
-        or not isinstance(step_seconds, (int, float, np.floating, np.integer))
-        or not np.isfinite(step_seconds)
-        or step_seconds <= 0
-    ):
+    if step_seconds is not None and not is_positive(step_seconds):
         raise ValueError(
             f"`step_seconds` must be a positive number of seconds or None. "
             f"Received: step_seconds={step_seconds!r}"
