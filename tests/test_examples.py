@@ -56,7 +56,10 @@ def test_offload_one_line(tmp_path):
     assert "losses identical: True" in out
     plain = _mib(r"plain: step peak ([\d.]+) MiB", out)
     offloaded = _mib(r"kswap: step peak ([\d.]+) MiB", out)
-    assert offloaded < plain
+    # Five residual blocks of one size: over 8 runs the offloaded step peak
+    # was 0.35-0.41 of the plain one (docs/benchmarks.md), so a ratio near 1
+    # means offloading stopped saving, not noise.
+    assert offloaded < 0.6 * plain
     assert _mib(r"kswap: .*, ([\d.]+) MiB in the host tier", out) > 0
     assert "strip gives back the plain model: True" in out
     assert out.count("emulated on CPU:0") == 2 or "(GPU)" in out
