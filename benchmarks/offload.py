@@ -223,9 +223,9 @@ def autotuned(model, fraction: float, x, y, batch: int):
 
     Made as AutoTune makes it, from profiles taken here rather than inside
     ``fit``: the workload of a step with the model's own actions, the
-    baseline measured with every block kept and the slots on the device,
-    and AutoTune's first plan for the fraction of it (its headroom and the
-    allocator's extra left free).
+    baseline measured with every block kept and the slots on the device
+    (the larger of the two steps' allocator extra), and AutoTune's first
+    plan for the fraction of it (its headroom and that extra left free).
     """
     import kswap
     from kswap import transfer
@@ -246,7 +246,7 @@ def autotuned(model, fraction: float, x, y, batch: int):
     apply_plan(off, "keep")
     off.make_train_function(force=True)
     kept = kswap.profile(off, x, y, steps=2, batch_size=batch)
-    tune.baseline_peak_bytes = kept.peak_bytes("device", len(kept.steps) - 1)
+    tune._learn_baseline(kept)
     tune._budget = parse_budget(fraction)
     plan = tune._make_plan(None)
     apply_plan(off, plan)

@@ -387,10 +387,9 @@ def workload_from_trace(
         )
     lo, hi = trace.steps[step]
     device_peak = trace.peak_bytes("device", step)
-    tensors = trace.tensor_sizes()
-    overhead = device_peak / max(tensors.peak_bytes("device", step), 1) - 1
+    overhead = trace.allocator_extra("device", step)
     if tensor_bytes:
-        trace = tensors
+        trace = trace.tensor_sizes()
     layers = block_layers(model)
     names = [n for n, _ in layers]
     index = {n: i for i, n in enumerate(names)}

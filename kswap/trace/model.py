@@ -293,6 +293,18 @@ class Trace:
         """
         return self.timeline(tier, step, requested=requested).peak_bytes
 
+    def allocator_extra(self, tier: str = "device", step: int | None = None) -> float:
+        """How much higher the allocator's peak was than its tensors' (a fraction of the latter).
+
+        The allocator's blocks (:attr:`Allocation.size`) against the bytes the
+        tensors asked for (``requested=True``), each at its own peak; 0.0 for
+        a tier with nothing in it. TensorFlow's BFC allocator hands out a free
+        block whole, up to twice the request, so this changes from step to
+        step with which blocks happened to be free.
+        """
+        tensors = self.peak_bytes(tier, step, requested=True)
+        return self.peak_bytes(tier, step) / tensors - 1 if tensors else 0.0
+
     def step_peak_bytes(self, tier: str = "device", step: int | None = None) -> int:
         """Largest rise over the bytes in use at a step's start, over all steps.
 

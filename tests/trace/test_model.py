@@ -76,6 +76,8 @@ def test_requested_bytes_peak():
     assert t.peak_bytes(requested=True) == 768 + 512 + 256
     assert t.timeline(requested=True).live_bytes == (768, 1280, 1536, 768, 256, 0)
     assert t.peak_bytes(requested=True) == t.tensor_sizes().peak_bytes()
+    assert t.allocator_extra() == pytest.approx((1024 + 512 + 256) / (768 + 512 + 256) - 1)
+    assert t.allocator_extra("host") == 0.0  # nothing there
 
 
 def phased_trace():

@@ -321,6 +321,29 @@ def test_the_first_plan_leaves_the_allocators_extra_of_the_profiled_step_free():
     assert plan.predicted_peak_bytes <= budget / 1.25
 
 
+def _kept_step(tensor_mib: int, block_mib: int):
+    """A profiled step whose one buffer asked for ``tensor_mib`` and got ``block_mib``."""
+    from kswap.trace import Allocation, Trace
+
+    buffer = Allocation(block_mib << 20, 10, 20, requested_bytes=tensor_mib << 20, step=0)
+    return Trace(buffers=(buffer,), steps=((0, 30),), duration_ns=30)
+
+
+def test_the_baseline_step_raises_the_allocators_extra_and_never_lowers_it():
+    import dataclasses
+
+    budget = int(40.5 * 2**20)
+    tune, _ = _planning_tune(budget, headroom=0)
+    tune.workload = dataclasses.replace(tune.workload, metadata={"allocator_overhead": 0.1})
+    tune._learn_baseline(_kept_step(40, 50))  # every block kept: 25% more in blocks
+    assert tune.baseline_peak_bytes == 50 << 20
+    assert tune.allocator_overhead == pytest.approx(0.25)
+    assert tune._make_plan(None).budget_bytes == int(budget / 1.25)
+    tune._learn_baseline(_kept_step(40, 44))  # 10% more: the larger extra stays
+    assert tune.baseline_peak_bytes == 44 << 20
+    assert tune.allocator_overhead == pytest.approx(0.25)
+
+
 def test_a_round_far_over_the_budget_tightens_by_its_measured_to_predicted_ratio():
     from kswap.tuning.autotune import Round
 
