@@ -222,7 +222,7 @@ def autotuned(model, fraction: float, x, y, batch: int):
     (its ``budget_bytes``, ``workload`` and ``allocator_overhead``).
 
     Made as AutoTune makes it, from profiles taken here rather than inside
-    ``fit``: the workload of a step with the model's own actions, the
+    ``fit``: the workload of two steps with the model's own actions, the
     baseline measured with every block kept and the slots on the device
     (the larger of the two steps' allocator extra), and AutoTune's first
     plan for the fraction of it (its headroom and that extra left free).
@@ -231,8 +231,8 @@ def autotuned(model, fraction: float, x, y, batch: int):
     from kswap import transfer
     from kswap.planning import parse_budget
     from kswap.profiler.profile import run_steps
-    from kswap.profiler.workload import workload_from_trace
     from kswap.tuning import apply_plan
+    from kswap.tuning.autotune import window_workload
 
     off = kswap.OffloadingModel(model)
     tune = kswap.AutoTune(fraction, verbose=0)
@@ -241,7 +241,7 @@ def autotuned(model, fraction: float, x, y, batch: int):
     tune.unprofiled_step_seconds = statistics.median(
         run_steps(off, [(x[:batch], y[:batch])] * tune.timed_steps)
     )
-    tune.workload = workload_from_trace(trace, off, step_seconds=tune.unprofiled_step_seconds)
+    tune.workload = window_workload(trace, off, tune.unprofiled_step_seconds)
     tune.link = transfer.measure_link()
     apply_plan(off, "keep")
     off.make_train_function(force=True)

@@ -11,8 +11,10 @@
 2. with a fractional budget, it measures the baseline the fraction is of:
    it keeps every block for one profiled step (where the estimate of that
    step's peak fits the device; else the estimate is the baseline);
-3. it builds the planner's :class:`~kswap.planning.Workload` from the last
-   profiled step (:func:`kswap.profiler.workload.workload_from_trace`), makes
+3. it builds the planner's :class:`~kswap.planning.Workload` from the
+   profiled steps (:func:`window_workload`: the last one's, each block's
+   working sets the most any step held; the allocator's extra the most of
+   these steps' and the baseline's), makes
    a plan within the budget (:func:`kswap.planning.make_plan`, strategy
    ``"auto"`` by default) and applies it (:func:`kswap.tuning.apply_plan`):
    ``fit`` goes on with a training step traced again;
@@ -62,6 +64,7 @@ from kswap.planning import (
     STRATEGIES,
     Link,
     Plan,
+    Workload,
     make_plan,
     parse_budget,
     simulate,
@@ -80,7 +83,7 @@ from kswap.tuning.device import device_capacity, device_preset
 from kswap.tuning.rounds import TIGHTEN_STEP, Round, first_plan, tighter_plan, widen
 from kswap.tuning.window import ProfileWindow
 
-__all__ = ["AutoTune", "Round", "TIGHTEN_STEP"]
+__all__ = ["AutoTune", "Round", "TIGHTEN_STEP", "window_workload"]
 
 
 def _count(name: str, value, low: int) -> int:
@@ -466,9 +469,7 @@ class AutoTune(keras.callbacks.Callback):
             self._start = (current_actions(self.model), _optimizer_tier(self.model))
             self._first_trace = trace
             self.unprofiled_step_seconds = _median_interval(self._stamps)
-        self.workload = workload_from_trace(
-            trace, self.model, step_seconds=self.unprofiled_step_seconds
-        )
+        self.workload = window_workload(trace, self.model, self.unprofiled_step_seconds)
         meta = self.workload.metadata
         if self.verbose and self.unprofiled_step_seconds and first_window:
             print(
@@ -629,6 +630,25 @@ class AutoTune(keras.callbacks.Callback):
             place_optimizer_state(self.model.optimizer, tier, self.model.trainable_variables)
         self.model.make_train_function(force=True)
         self.restored = True
+
+
+def window_workload(trace: Trace, model, step_seconds: float | None = None) -> Workload:
+    """The workload of a profiled window: its last step's, with the most any step held.
+
+    Its times are the last step's (scaled to ``step_seconds``, see
+    :func:`~kswap.profiler.workload.workload_from_trace`). Each block's
+    working sets, and the allocator's extra, are the most any of the
+    window's steps held (:func:`~kswap.tuning.rounds.widen` with
+    ``working_sets_only``): fit's graph runs each weight's update as soon as
+    its gradient exists, and which block's backward its temporaries land in
+    changes from step to step.
+    """
+    last = len(trace.steps) - 1
+    workload = workload_from_trace(trace, model, step_seconds=step_seconds)
+    for step in range(last):
+        other = workload_from_trace(trace, model, step=step)
+        workload = widen(workload, other, working_sets_only=True)
+    return workload
 
 
 def _median_interval(stamps: list[float | None]) -> float | None:

@@ -156,10 +156,11 @@ def _same(a: Plan, b: Plan) -> bool:
 
 
 _BLOCK_BYTES = ("saved_bytes", "input_bytes", "forward_bytes", "backward_bytes", "gradient_bytes")
+_WORKING_SETS = ("forward_bytes", "backward_bytes")
 _WORKLOAD_BYTES = ("weight_bytes", "gradient_bytes", "optimizer_bytes", "other_bytes")
 
 
-def widen(workload: Workload, measured: Workload) -> Workload:
+def widen(workload: Workload, measured: Workload, *, working_sets_only: bool = False) -> Workload:
     """``workload`` with each of its bytes raised to ``measured``'s where that is larger.
 
     Two profiled steps of the same model differ where TensorFlow's executor
@@ -170,20 +171,31 @@ def widen(workload: Workload, measured: Workload) -> Workload:
     another). A round over the budget thus teaches the workload what its
     first step did not show. Blocks are matched by name; times, and blocks
     ``measured`` lacks, stay as they are.
+
+    With ``working_sets_only``, only what a block holds while it runs
+    (``forward_bytes``, ``backward_bytes``, ``keep_backward_bytes``) and the
+    allocator's extra are raised: the envelope of two steps of the same
+    plan. A tensor the backward reads may count in one block in one step
+    and in its neighbour in the other (its last reader), so raising
+    ``saved_bytes`` block by block would count it twice.
     """
+    fields = _WORKING_SETS if working_sets_only else _BLOCK_BYTES
     others = {b.name: b for b in measured.blocks}
     blocks = []
     for b in workload.blocks:
         o = others.get(b.name)
         if o is not None:
-            changes = {f: max(getattr(b, f), getattr(o, f)) for f in _BLOCK_BYTES}
+            changes = {f: max(getattr(b, f), getattr(o, f)) for f in fields}
             if b.keep_backward_bytes is not None or o.keep_backward_bytes is not None:
                 changes["keep_backward_bytes"] = max(
                     b.keep_backward_bytes or 0, o.keep_backward_bytes or 0
                 )
             b = dataclasses.replace(b, **changes)
         blocks.append(b)
-    changes = {f: max(getattr(workload, f), getattr(measured, f)) for f in _WORKLOAD_BYTES}
+    changes = {
+        f: max(getattr(workload, f), getattr(measured, f))
+        for f in (() if working_sets_only else _WORKLOAD_BYTES)
+    }
     overhead = max(
         workload.metadata.get("allocator_overhead", 0.0),
         measured.metadata.get("allocator_overhead", 0.0),

@@ -370,6 +370,57 @@ def test_on_a_cpu_fits_input_arrays_count_as_host_memory_not_device():
     assert 0 < tune.start_peak_bytes < x.nbytes // 4, (tune.start_peak_bytes, x.nbytes)
 
 
+def test_widening_working_sets_only_leaves_saved_and_persistent_bytes():
+    import dataclasses
+
+    from kswap.tuning.rounds import widen
+
+    tune, _ = _planning_tune(int(40.5 * 2**20), headroom=0)
+    work = tune.workload
+    b0, b1 = work.blocks[:2]
+    # the other step: b0's saved tensor counted in b1 (its last reader there),
+    # b1's backward 3 MiB larger (an update's temporaries), 1 MiB more other bytes
+    other = dataclasses.replace(
+        work,
+        blocks=(
+            dataclasses.replace(b0, saved_bytes=0),
+            dataclasses.replace(
+                b1, saved_bytes=b0.saved_bytes + b1.saved_bytes, backward_bytes=3 << 20
+            ),
+            *work.blocks[2:],
+        ),
+        other_bytes=1 << 20,
+        metadata={"allocator_overhead": 0.2},
+    )
+    env = widen(work, other, working_sets_only=True)
+    assert [b.saved_bytes for b in env.blocks] == [b.saved_bytes for b in work.blocks]
+    assert env.blocks[1].backward_bytes == 3 << 20
+    assert env.other_bytes == work.other_bytes and env.saved_bytes == work.saved_bytes
+    assert env.metadata["allocator_overhead"] == 0.2
+    # all bytes: the saved tensor counts twice, in b0 and in b1
+    assert widen(work, other).saved_bytes == work.saved_bytes + b0.saved_bytes
+
+
+def test_the_window_workload_holds_the_most_any_profiled_step_held():
+    from kswap.profiler.workload import workload_from_trace
+    from kswap.tuning.autotune import window_workload
+
+    model = kswap.OffloadingModel(_model())
+    x, y = _data(3 * BATCH)
+    trace = kswap.profile(model, x, y, steps=3, batch_size=BATCH)
+    steps = [workload_from_trace(trace, model, step=s) for s in range(3)]
+    window = window_workload(trace, model)
+    last = steps[-1]
+    for i, b in enumerate(window.blocks):
+        for f in ("forward_bytes", "backward_bytes", "keep_backward_bytes"):
+            assert getattr(b, f) == max(getattr(s.blocks[i], f) for s in steps), (b.name, f)
+        assert b.saved_bytes == last.blocks[i].saved_bytes
+        assert b.backward_seconds == last.blocks[i].backward_seconds
+    assert window.other_bytes == last.other_bytes
+    extras = [s.metadata["allocator_overhead"] for s in steps]
+    assert window.metadata["allocator_overhead"] == max(extras)
+
+
 def test_a_round_over_the_budget_widens_the_workload_by_what_its_step_held():
     import dataclasses
 
