@@ -483,16 +483,18 @@ class AutoTune(keras.callbacks.Callback):
     def _learn_baseline(self, trace: Trace) -> None:
         """The baseline's device peak, and its allocator's extra where that is the larger.
 
-        The step with every block kept is a second profiled step of the
-        model: where its allocator held more beyond its tensors than the
-        step the workload came from, the plans (which keep most blocks) are
-        made for that extra. On CPU with oneDNN, AutoTune's plans held
+        The steps with every block kept are more profiled steps of the
+        model: where their allocator held more beyond their tensors (the
+        most of any of them) than the steps the workload came from, the
+        plans (which keep most blocks) are made for that extra. On CPU
+        with oneDNN, AutoTune's plans held
         11-20% more in the allocator's blocks than in tensors where the
         offloaded steps they were planned from held 3-12%
         (docs/benchmarks.md, "The simulator against measurement").
         """
         self.baseline_peak_bytes = trace.peak_bytes("device")
-        extra = trace.allocator_extra("device", len(trace.steps) - 1 if trace.steps else None)
+        steps = range(len(trace.steps)) if trace.steps else [None]
+        extra = max(trace.allocator_extra("device", step) for step in steps)
         if self.workload is not None and extra > self.allocator_overhead:
             metadata = {**self.workload.metadata, "allocator_overhead": extra}
             self.workload = dataclasses.replace(self.workload, metadata=metadata)

@@ -342,6 +342,13 @@ def test_the_baseline_step_raises_the_allocators_extra_and_never_lowers_it():
     tune._learn_baseline(_kept_step(40, 44))  # 10% more: the larger extra stays
     assert tune.baseline_peak_bytes == 44 << 20
     assert tune.allocator_overhead == pytest.approx(0.25)
+    # two kept steps: the most of their extras, not the last step's
+    from kswap.trace import Allocation, Trace
+
+    first = Allocation(60 << 20, 10, 20, requested_bytes=40 << 20, step=0)
+    second = Allocation(44 << 20, 40, 50, requested_bytes=40 << 20, step=1)
+    tune._learn_baseline(Trace(buffers=(first, second), steps=((0, 30), (30, 60)), duration_ns=60))
+    assert tune.allocator_overhead == pytest.approx(0.5)
 
 
 def test_a_round_far_over_the_budget_tightens_by_its_measured_to_predicted_ratio():
