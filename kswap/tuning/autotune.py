@@ -487,10 +487,10 @@ class AutoTune(keras.callbacks.Callback):
         model: where their allocator held more beyond their tensors (the
         most of any of them) than the steps the workload came from, the
         plans (which keep most blocks) are made for that extra. On CPU
-        with oneDNN, AutoTune's plans held
-        11-20% more in the allocator's blocks than in tensors where the
-        offloaded steps they were planned from held 3-12%
-        (docs/benchmarks.md, "The simulator against measurement").
+        with oneDNN, AutoTune's plans held 11-20% more in the allocator's
+        blocks than in tensors where the offloaded steps they were planned
+        from held 3-12% (docs/benchmarks.md, "The simulator against
+        measurement").
         """
         self.baseline_peak_bytes = trace.peak_bytes("device")
         steps = range(len(trace.steps)) if trace.steps else [None]
@@ -594,7 +594,8 @@ class AutoTune(keras.callbacks.Callback):
             return
         if len(self.rounds) < self.max_rounds:
             # what this step did that the profiled one did not show
-            self.workload = widen(self.workload, workload_from_trace(trace, self.model))
+            measured = workload_from_trace(trace, self.model, shared=False)  # widen keeps ours
+            self.workload = widen(self.workload, measured)
             tighter = self._tighter(last, over)
             if tighter is not None:
                 self._plan(tighter.budget_bytes, tighter)
@@ -648,7 +649,8 @@ def window_workload(trace: Trace, model, step_seconds: float | None = None) -> W
     last = len(trace.steps) - 1
     workload = workload_from_trace(trace, model, step_seconds=step_seconds)
     for step in range(last):
-        other = workload_from_trace(trace, model, step=step)
+        # widen takes no Block.shared from it: skip tracing the model's graph again
+        other = workload_from_trace(trace, model, step=step, shared=False)
         workload = widen(workload, other, working_sets_only=True)
     return workload
 

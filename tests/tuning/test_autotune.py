@@ -321,12 +321,16 @@ def test_the_first_plan_leaves_the_allocators_extra_of_the_profiled_step_free():
     assert plan.predicted_peak_bytes <= budget / 1.25
 
 
-def _kept_step(tensor_mib: int, block_mib: int):
-    """A profiled step whose one buffer asked for ``tensor_mib`` and got ``block_mib``."""
+def _kept_steps(*steps: tuple[int, int]):
+    """Profiled steps, each with one buffer that asked for ``(tensor MiB, block MiB)``."""
     from kswap.trace import Allocation, Trace
 
-    buffer = Allocation(block_mib << 20, 10, 20, requested_bytes=tensor_mib << 20, step=0)
-    return Trace(buffers=(buffer,), steps=((0, 30),), duration_ns=30)
+    buffers = tuple(
+        Allocation(block << 20, 30 * i + 10, 30 * i + 20, requested_bytes=tensor << 20, step=i)
+        for i, (tensor, block) in enumerate(steps)
+    )
+    windows = tuple((30 * i, 30 * i + 30) for i in range(len(steps)))
+    return Trace(buffers=buffers, steps=windows, duration_ns=30 * len(steps))
 
 
 def test_the_baseline_step_raises_the_allocators_extra_and_never_lowers_it():
@@ -335,19 +339,15 @@ def test_the_baseline_step_raises_the_allocators_extra_and_never_lowers_it():
     budget = int(40.5 * 2**20)
     tune, _ = _planning_tune(budget, headroom=0)
     tune.workload = dataclasses.replace(tune.workload, metadata={"allocator_overhead": 0.1})
-    tune._learn_baseline(_kept_step(40, 50))  # every block kept: 25% more in blocks
+    tune._learn_baseline(_kept_steps((40, 50)))  # every block kept: 25% more in blocks
     assert tune.baseline_peak_bytes == 50 << 20
     assert tune.allocator_overhead == pytest.approx(0.25)
     assert tune._make_plan(None).budget_bytes == int(budget / 1.25)
-    tune._learn_baseline(_kept_step(40, 44))  # 10% more: the larger extra stays
+    tune._learn_baseline(_kept_steps((40, 44)))  # 10% more: the larger extra stays
     assert tune.baseline_peak_bytes == 44 << 20
     assert tune.allocator_overhead == pytest.approx(0.25)
     # two kept steps: the most of their extras, not the last step's
-    from kswap.trace import Allocation, Trace
-
-    first = Allocation(60 << 20, 10, 20, requested_bytes=40 << 20, step=0)
-    second = Allocation(44 << 20, 40, 50, requested_bytes=40 << 20, step=1)
-    tune._learn_baseline(Trace(buffers=(first, second), steps=((0, 30), (30, 60)), duration_ns=60))
+    tune._learn_baseline(_kept_steps((40, 60), (40, 44)))
     assert tune.allocator_overhead == pytest.approx(0.5)
 
 
