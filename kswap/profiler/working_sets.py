@@ -98,8 +98,14 @@ def replayed_peak(
     upstream gradient) is there from the start, one whose last reader is an
     op of ``every_op`` outside ``ops`` to the end, and an op's temporaries
     (freed when it ends) count only while it runs. Reads other than the last
-    are not in a trace, so the order may be freer than the real one. None if
-    there is nothing to order or too much to search.
+    are not in a trace. The upstream gradient is read by most of a block's
+    ops (BatchNormalization's gradient reads it three times), so every op
+    that ran while it was alive counts as reading it: otherwise the replay
+    could run its last reader first and free it early, and found two tensors
+    of the input's size alive where kswap's order holds three. Other
+    buffers count their last reader only, so the order may still be freer
+    than the real one. None if there is nothing to order or too much to
+    search.
     """
     from kswap.layers import order
 
@@ -128,6 +134,10 @@ def replayed_peak(
             if reader is None:  # read last by another block's op: not in this backward
                 continue
             external[key] = b.size
+            # the upstream gradient: any op that ran while it was alive may have read it
+            for i, o in enumerate(ops):
+                if i != reader and o.start_ns >= b.start_ns and o.end_ns <= b.end_ns:
+                    inputs[i].append(key)
         else:
             outputs[maker].append((key, b.size))
         if reader is None:

@@ -375,9 +375,31 @@ def test_replayed_peak_orders_a_side_by_side_backward():
         Allocation(M, 50, 80, op="addn", phase="backward"),  # dx: read by the next block
     ]
     assert ordered_peak(buffers) == 3 * M  # g, a and b together, as they ran
-    # b, its sum (g and b freed), then a and dx
+    # b, its sum (b freed), a (g freed), then dx
     assert replayed_peak(buffers, ops, every) == 2 * M + 4
     assert replayed_peak(buffers, ops[:2], every) is None  # too few ops to order
+
+
+def test_a_replayed_backward_keeps_the_upstream_gradient_for_every_op_that_may_read_it():
+    """The trace names only a buffer's last reader: the upstream gradient waits for every op."""
+    from kswap.profiler.working_sets import ordered_peak, replayed_peak
+
+    M = 1000
+    ops = [
+        OpInterval("y", "Mul", 10, 20, layer="bn", phase="backward"),  # A = g * x
+        OpInterval("x", "Sum", 15, 30, layer="bn", phase="backward"),  # s = sum(g): last reader
+        OpInterval("z", "Sum", 40, 45, layer="bn", phase="backward"),  # sum(A * s)
+    ]
+    every = [*ops, OpInterval("next", "MatMul", 70, 79, layer="dense")]
+    buffers = [
+        Allocation(M, 5, 35, op="up", layer="relu", phase="backward"),  # g
+        Allocation(M, 10, 46, op="y", layer="bn", phase="backward"),
+        Allocation(4, 15, 46, op="x", layer="bn", phase="backward"),
+        Allocation(4, 40, 80, op="z", layer="bn", phase="backward"),
+    ]
+    assert ordered_peak(buffers) == 2 * M + 4
+    # had g been read by x alone, x could run first and free it: M + 8
+    assert replayed_peak(buffers, ops, every) == 2 * M + 4
 
 
 def test_an_ordered_backward_counts_the_temporaries_of_ops_beside_its_chain():
