@@ -172,12 +172,14 @@ def widen(workload: Workload, measured: Workload, *, working_sets_only: bool = F
     first step did not show. Blocks are matched by name; times, and blocks
     ``measured`` lacks, stay as they are.
 
-    With ``working_sets_only``, only what a block holds while it runs
-    (``forward_bytes``, ``backward_bytes``, ``keep_backward_bytes``) and the
-    allocator's extra are raised: the envelope of two steps of the same
-    plan. A tensor the backward reads may count in one block in one step
-    and in its neighbour in the other (its last reader), so raising
-    ``saved_bytes`` block by block would count it twice.
+    A tensor the backward reads may count in one block in one step and in
+    its neighbour in the other (its last reader), so ``saved_bytes`` are not
+    raised block by block, which would count it twice: their total becomes
+    the larger of the two steps' totals, and each block's raise towards
+    ``measured`` is scaled down to that. With ``working_sets_only``, only
+    what a block holds while it runs (``forward_bytes``, ``backward_bytes``,
+    ``keep_backward_bytes``) and the allocator's extra are raised: the
+    envelope of two steps of the same plan.
     """
     fields = _WORKING_SETS if working_sets_only else _BLOCK_BYTES
     others = {b.name: b for b in measured.blocks}
@@ -192,6 +194,8 @@ def widen(workload: Workload, measured: Workload, *, working_sets_only: bool = F
                 )
             b = dataclasses.replace(b, **changes)
         blocks.append(b)
+    if "saved_bytes" in fields:
+        blocks = _saved_in_total(workload, measured, blocks)
     changes = {
         f: max(getattr(workload, f), getattr(measured, f))
         for f in (() if working_sets_only else _WORKLOAD_BYTES)
@@ -202,3 +206,23 @@ def widen(workload: Workload, measured: Workload, *, working_sets_only: bool = F
     )
     metadata = {**workload.metadata, "allocator_overhead": overhead}
     return dataclasses.replace(workload, blocks=tuple(blocks), metadata=metadata, **changes)
+
+
+def _saved_in_total(workload: Workload, measured: Workload, raised: list) -> list:
+    """``raised`` with its saved bytes scaled back to the larger of the two totals.
+
+    Each block keeps ``workload``'s saved bytes plus the same share of its
+    raise towards ``measured``'s, so that the total is the larger of
+    ``workload``'s and ``measured``'s own totals.
+    """
+    before = workload.saved_bytes
+    raised_total = sum(b.saved_bytes for b in raised)
+    if raised_total <= before:
+        return raised
+    share = (max(before, measured.saved_bytes) - before) / (raised_total - before)
+    return [
+        dataclasses.replace(
+            b, saved_bytes=w.saved_bytes + round((b.saved_bytes - w.saved_bytes) * share)
+        )
+        for b, w in zip(raised, workload.blocks, strict=True)
+    ]

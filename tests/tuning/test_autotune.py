@@ -404,8 +404,22 @@ def test_widening_working_sets_only_leaves_saved_and_persistent_bytes():
     assert env.blocks[1].backward_bytes == 3 << 20
     assert env.other_bytes == work.other_bytes and env.saved_bytes == work.saved_bytes
     assert env.metadata["allocator_overhead"] == 0.2
-    # all bytes: the saved tensor counts twice, in b0 and in b1
-    assert widen(work, other).saved_bytes == work.saved_bytes + b0.saved_bytes
+    # all bytes: the shifted tensor still counts once, in b0 where the workload had it
+    wide = widen(work, other)
+    assert wide.saved_bytes == work.saved_bytes and wide.blocks[0].saved_bytes == b0.saved_bytes
+    assert wide.other_bytes == 1 << 20 and wide.blocks[1].backward_bytes == 3 << 20
+    # a step that saved 1 MiB more in all: the total grows by that, not by the shift too
+    more = dataclasses.replace(
+        other,
+        blocks=(
+            other.blocks[0],
+            dataclasses.replace(
+                other.blocks[1], saved_bytes=other.blocks[1].saved_bytes + (1 << 20)
+            ),
+            *other.blocks[2:],
+        ),
+    )
+    assert widen(work, more).saved_bytes == work.saved_bytes + (1 << 20)
 
 
 def test_the_window_workload_holds_the_most_any_profiled_step_held():
