@@ -54,12 +54,15 @@ def test_every_example_is_tested():
 def test_offload_one_line(tmp_path):
     out = run("offload_one_line", cwd=tmp_path)
     assert "losses identical: True" in out
-    plain = _mib(r"plain: step peak ([\d.]+) MiB", out)
-    offloaded = _mib(r"kswap: step peak ([\d.]+) MiB", out)
-    # Five residual blocks of one size: over 8 runs the offloaded step peak
-    # was 0.35-0.41 of the plain one (docs/benchmarks.md), so a ratio near 1
-    # means offloading stopped saving, not noise.
+    plain = _mib(r"plain: .*, its tensors ([\d.]+) MiB", out)
+    offloaded = _mib(r"kswap: .*, its tensors ([\d.]+) MiB", out)
+    # Nine residual blocks of one size: the offloaded step's tensors were
+    # 0.41 of the plain one's in every run (docs/benchmarks.md), so a ratio
+    # near 1 means offloading stopped saving. The allocator's blocks are not
+    # compared: a convolution's backward asks for one large buffer, which a
+    # free block up to twice its size may take whole.
     assert offloaded < 0.6 * plain
+    assert _mib(r"kswap: step peak ([\d.]+) MiB", out) > 0
     assert _mib(r"kswap: .*, ([\d.]+) MiB in the host tier", out) > 0
     assert "strip gives back the plain model: True" in out
     assert out.count("emulated on CPU:0") == 2 or "(GPU)" in out

@@ -265,11 +265,7 @@ class Trace:
         changes: dict[int, int] = {}
         for b in self.tier(tier):
             end = self.duration_ns + 1 if b.alive_at_end else b.end_ns
-            size = (
-                granule_bytes(b.requested_bytes)
-                if requested and b.requested_bytes is not None
-                else b.size
-            )
+            size = _bytes(b, requested)
             if end <= lo or b.start_ns > hi or size == 0:
                 continue
             s = max(b.start_ns, lo)
@@ -305,7 +301,9 @@ class Trace:
         tensors = self.peak_bytes(tier, step, requested=True)
         return self.peak_bytes(tier, step) / tensors - 1 if tensors else 0.0
 
-    def step_peak_bytes(self, tier: str = "device", step: int | None = None) -> int:
+    def step_peak_bytes(
+        self, tier: str = "device", step: int | None = None, *, requested: bool = False
+    ) -> int:
         """Largest rise over the bytes in use at a step's start, over all steps.
 
         This is the part of the peak a step itself adds (activations, gradients,
@@ -316,6 +314,8 @@ class Trace:
             tier: ``"device"`` or ``"host"``.
             step: Only this step's rise (an index into :attr:`steps`); the
                 largest of all steps' if None.
+            requested: Count the bytes each buffer asked for, as
+                :meth:`timeline` does, not the allocator's blocks.
         """
         if step is not None and not 0 <= step < len(self.steps):
             raise ValueError(
@@ -327,11 +327,11 @@ class Trace:
         for s in steps:
             lo, _ = self._window(s)
             base = sum(
-                b.size
+                _bytes(b, requested)
                 for b in self.tier(tier)
                 if (b.alive_at_start or b.start_ns < lo) and b.alive_at(lo)
             )
-            best = max(best, self.timeline(tier, s).peak_bytes - base)
+            best = max(best, self.timeline(tier, s, requested=requested).peak_bytes - base)
         return best
 
     def by_layer(
@@ -550,6 +550,13 @@ def _is_type(value: Any, expected: type) -> bool:
 
 
 _FIELD_TYPES = {cls: _field_types(cls) for cls in (Allocation, OpInterval)}
+
+
+def _bytes(b: Allocation, requested: bool) -> int:
+    """The block's size, or with ``requested`` what it asked for (where recorded)."""
+    if requested and b.requested_bytes is not None:
+        return granule_bytes(b.requested_bytes)
+    return b.size
 
 
 def _layer_key(b: Allocation) -> str:

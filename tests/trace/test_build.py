@@ -79,6 +79,21 @@ def test_steps_and_step_peak():
         trace.step_peak_bytes(step=2)
 
 
+def test_step_peak_of_the_bytes_tensors_asked_for():
+    # the chain, but b asked for 2.5K of its 4K block; the 1K resident asked for its all
+    events = chain_events()
+    events[1] = MemoryEvent(
+        200_000, True, "cpu_bfc", 2, 4 * KB, 2 * KB + 512, 7 * KB, "m/l2/MatMul"
+    )
+    steps = [StepMarker(0, 100_000, 250_000), StepMarker(1, 250_000, 600_000)]
+    trace = build_trace(events, emulated=True, host_scope="hs", steps=steps)
+    assert trace.step_peak_bytes(step=0) == 6 * KB
+    # step 0 rises by a (2K) and b's 2.5K; step 1 starts with them and adds c (1K)
+    assert trace.step_peak_bytes(step=0, requested=True) == 4 * KB + 512
+    assert trace.step_peak_bytes(step=1, requested=True) == 1 * KB
+    assert trace.step_peak_bytes(requested=True) == 4 * KB + 512
+
+
 def test_emulated_host_tier_by_scope_and_gpu_tier_by_allocator():
     host = MemoryEvent(0, True, "cpu", 1, 256, 256, 256, "m/l/kswap_host_tier/DeepCopy")
     dev = MemoryEvent(0, True, "cpu", 2, 256, 256, 256, "m/l/Relu")
