@@ -3,6 +3,7 @@
     python benchmarks/zoo.py                                  # every model of the catalogue
     python benchmarks/zoo.py --models custom,recurrent,hub_vit --out zoo.json
     python benchmarks/zoo.py --models MobileNetV2 --time-side-by-side
+    python benchmarks/zoo.py --models custom,hub --only-side-by-side
     python benchmarks/zoo.py --from-json zoo.json             # the table again
 
 Each model of ``benchmarks/zoo_models.py`` (``--models``: names or the groups
@@ -35,8 +36,11 @@ Workers time out after ``--timeout`` seconds; a configuration that fails is
 reported with the stage and the error, and the sweep goes on. The time ratio
 is kswap's median step time over the plain one's, from different processes
 (median of the per-repeat ratios); ``--time-side-by-side`` also times both
-in one process, one step of each per round. Without a GPU device memory is
-emulated on CPU:0. Progress goes to stderr.
+in one process, ``--rounds`` rounds of the same number of steps in a row of
+each (as many as take about 0.25 s, so that a model whose step takes
+milliseconds is timed over many); ``--only-side-by-side`` runs just that, for
+the time ratios again. Without a GPU device memory is emulated on CPU:0.
+Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import os
 import re
 import statistics
@@ -409,8 +414,21 @@ def worker(args) -> dict:
     return out
 
 
+#: A side-by-side round runs each model for about this long: several steps in a row
+#: where a step takes milliseconds, so the timer and the scheduler's noise stay small.
+ROUND_SECONDS = 0.25
+#: The most steps in a row a round runs of each model.
+MAX_IN_A_ROW = 50
+
+
 def side_by_side(args) -> dict:
-    """Times plain and kswap in one process: one fit step of each per round."""
+    """Times plain and kswap in one process: the same number of fit steps of each per round.
+
+    A round runs each model for ``in_a_row`` steps (one epoch of one step
+    each), as many as take :data:`ROUND_SECONDS` at the faster model's warm
+    step, 1 to :data:`MAX_IN_A_ROW`; the ratio is of the medians of all
+    steps.
+    """
     import keras
     from zoo_models import CATALOGUE, build
 
@@ -419,7 +437,7 @@ def side_by_side(args) -> dict:
     entry = CATALOGUE[args.model]
     dataset = entry.dataset if args.data == "catalogue" else args.data == "tf.data"
     batch = args.batch or entry.batch
-    models, data = {}, None
+    models, data, warm = {}, None, []
     for variant in ("plain", "kswap"):
         keras.utils.set_random_seed(0)
         model = build(entry, args.optimizer)
@@ -427,14 +445,21 @@ def side_by_side(args) -> dict:
             model = kswap.OffloadingModel(model, policy="all")
         model.optimizer.build(model.trainable_variables)
         data = data or _data(entry, model, batch, dataset)[0]
-        _fit(model, data, 2)  # traces the step
+        warm.append(_fit(model, data, 2).seconds[-1])  # the first traces the step
         models[variant] = model
+    in_a_row = max(1, min(MAX_IN_A_ROW, math.ceil(ROUND_SECONDS / max(min(warm), 1e-6))))
     seconds: dict[str, list[float]] = {v: [] for v in models}
     for _ in range(args.rounds):
         for variant, model in models.items():
-            seconds[variant] += _fit(model, data, 1).seconds
+            seconds[variant] += _fit(model, data, in_a_row).seconds
     plain, off = (statistics.median(seconds[v]) for v in ("plain", "kswap"))
-    return {"model": entry.name, "plain_seconds": plain, "kswap_seconds": off, "ratio": off / plain}
+    return {
+        "model": entry.name,
+        "plain_seconds": plain,
+        "kswap_seconds": off,
+        "ratio": off / plain,
+        "steps_in_a_row": in_a_row,
+    }
 
 
 # ------------------------------------------------------------------ driver side
@@ -699,6 +724,11 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=1, help="workers at once (shares the cores)")
     p.add_argument("--time-side-by-side", action="store_true", help="also time in one process")
     p.add_argument("--rounds", type=int, default=10, help="side-by-side rounds")
+    p.add_argument(
+        "--only-side-by-side",
+        action="store_true",
+        help="only the side-by-side timing (no compared steps, peaks or gradients)",
+    )
     p.add_argument("--profile-api", action="store_true", help="also run kswap.profile")
     p.add_argument(
         "--no-tape-check",
@@ -739,6 +769,9 @@ def main() -> None:
     from zoo_models import select
 
     names = select(args.models)
+    if args.only_side_by_side:
+        side_by_side_only(args, names)
+        return
     args_line = (
         f"`model.fit`, Adam, seed 0; {args.steps} compared steps, "
         f"{args.time_steps} timed, {args.profile_steps} profiled; "
@@ -787,6 +820,42 @@ def main() -> None:
     print(render(rows, args_line))
     print("\nDistinct failures:\n")
     print(distinct_failures(rows))
+
+
+def side_by_side_only(args, names: list[str]) -> None:
+    """``--only-side-by-side``: each model's side-by-side worker, one at a time, and a table."""
+    rows, start = [], time.perf_counter()
+    for name in names:
+        result = _run(args, name, "side")
+        err = _first_error(result)
+        print(
+            f"[{time.perf_counter() - start:7.0f} s] {name} side: {'ok' if not err else err[:150]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        rows.append({"model": name, **result})
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"args": f"{args.rounds} rounds", "side": rows}, f, indent=1)
+    print(
+        f"Side by side in one process ({args.rounds} rounds of up to {MAX_IN_A_ROW} steps in a "
+        f"row per model, about {ROUND_SECONDS} s each):\n"
+    )
+    body = [
+        [
+            r["model"],
+            *(
+                (f"{1e3 * r['plain_seconds']:.1f}", f"{1e3 * r['kswap_seconds']:.1f}")
+                if "ratio" in r
+                else ("", "")
+            ),
+            str(r.get("steps_in_a_row", "")),
+            f"{r['ratio']:.2f}" if "ratio" in r else "",
+            _first_error(r) or "",
+        ]
+        for r in rows
+    ]
+    print(table(["model", "plain ms", "kswap ms", "steps in a row", "ratio", "error"], body))
 
 
 if __name__ == "__main__":
