@@ -790,13 +790,7 @@ def main() -> None:
     def done(name: str, mode: str, result: dict) -> None:
         runs_of[name][mode].append(result)
         pending[name] -= 1
-        err = _first_error(result)
-        print(
-            f"[{time.perf_counter() - start:7.0f} s] {name} {mode}: "
-            f"{'ok' if not err else err[:150]} ({result.get('wall_seconds', 0):.0f} s)",
-            file=sys.stderr,
-            flush=True,
-        )
+        _progress(start, name, mode, result)
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [(n, m, pool.submit(_run, args, n, m)) for n, m in jobs]
@@ -822,17 +816,23 @@ def main() -> None:
     print(distinct_failures(rows))
 
 
+def _progress(start: float, name: str, mode: str, result: dict) -> None:
+    """One worker's line on stderr: its outcome and wall time."""
+    err = _first_error(result)
+    print(
+        f"[{time.perf_counter() - start:7.0f} s] {name} {mode}: "
+        f"{'ok' if not err else err[:150]} ({result.get('wall_seconds', 0):.0f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def side_by_side_only(args, names: list[str]) -> None:
     """``--only-side-by-side``: each model's side-by-side worker, one at a time, and a table."""
     rows, start = [], time.perf_counter()
     for name in names:
         result = _run(args, name, "side")
-        err = _first_error(result)
-        print(
-            f"[{time.perf_counter() - start:7.0f} s] {name} side: {'ok' if not err else err[:150]}",
-            file=sys.stderr,
-            flush=True,
-        )
+        _progress(start, name, "side", result)
         rows.append({"model": name, **result})
         if args.out:
             with open(args.out, "w") as f:

@@ -406,12 +406,7 @@ class Trace:
         """
         return dataclasses.replace(
             self,
-            buffers=tuple(
-                b
-                if b.requested_bytes is None
-                else dataclasses.replace(b, size=granule_bytes(b.requested_bytes))
-                for b in self.buffers
-            ),
+            buffers=tuple(dataclasses.replace(b, size=_bytes(b, True)) for b in self.buffers),
         )
 
     def _window(self, step: int | None) -> tuple[int, int]:
