@@ -215,8 +215,14 @@ def worker(args) -> None:
     print(json.dumps(out))
 
 
-def autotuned(model, fraction: float, x, y, batch: int):
+def autotuned(model, fraction: float, x, y, batch: int, *, feasible: bool = False):
     """``OffloadingModel(model)`` with the first plan ``kswap.AutoTune(fraction)`` makes.
+
+    With ``feasible``, a fraction below the smallest feasible budget (which
+    AutoTune refuses) is raised to it: ``tune.budget_raised`` is then True.
+    On a CPU without oneDNN a small CNN's floor is its convolution
+    gradients' scratch (a fixed 24-27 MiB each, two at once), which no plan
+    moves.
 
     Returns the model, the plan and the :class:`kswap.AutoTune` that made it
     (its ``budget_bytes``, ``workload`` and ``allocator_overhead``).
@@ -229,7 +235,7 @@ def autotuned(model, fraction: float, x, y, batch: int):
     """
     import kswap
     from kswap import transfer
-    from kswap.planning import parse_budget
+    from kswap.planning import parse_budget, smallest_budget
     from kswap.profiler.profile import run_steps
     from kswap.tuning import apply_plan
     from kswap.tuning.autotune import window_workload
@@ -248,7 +254,15 @@ def autotuned(model, fraction: float, x, y, batch: int):
     kept = kswap.profile(off, x, y, steps=2, batch_size=batch)
     tune._learn_baseline(kept)
     tune._budget = parse_budget(fraction)
-    plan = tune._make_plan(None)
+    tune.budget_raised = False
+    try:
+        plan = tune._make_plan(None)
+    except ValueError:
+        if not feasible:
+            raise
+        tune._budget = parse_budget(smallest_budget(tune.workload, tune.link))
+        tune.budget_raised = True
+        plan = tune._make_plan(None)
     apply_plan(off, plan)
     off.make_train_function(force=True)
     return off, plan, tune

@@ -44,6 +44,12 @@ the copies are memory copies on the same cores as the compute (the
 simulator runs them on streams of their own); "copy ms" is the time the
 offloaded step's ops spent in kswap's copies (their shared wall time, last
 profiled step of the in-process profile).
+
+Where ``--fraction`` is under the smallest feasible budget, which AutoTune
+refuses, AutoTune's plan is made for the smallest instead and a line after
+the tables says so: on a CPU without oneDNN a small CNN's floor is its
+convolution gradients' scratch (24-27 MiB each, whatever the batch), which
+no plan moves (the GPU script's dry run, TinyVGG at 32x32).
 """
 
 from __future__ import annotations
@@ -108,7 +114,7 @@ def worker(args) -> None:
     x, y = synthetic_data(model, 2 * args.batch)
     tuned = None
     if args.variant == "autotune":
-        model, plan, tune = autotuned(model, args.fraction, x, y, args.batch)
+        model, plan, tune = autotuned(model, args.fraction, x, y, args.batch, feasible=True)
         tuned = _tuned(plan, tune)
     m = kswap.measure(model, x, y, steps=args.steps, batch_size=args.batch)
     out = m.to_dict()
@@ -141,6 +147,7 @@ def _tuned(plan, tune) -> dict:
             "counts": plan.counts(),
             "optimizer_state": plan.optimizer_state,
             "budget_bytes": tune.budget_bytes,
+            "budget_raised": tune.budget_raised,
             "time_scale": tune.workload.metadata.get("time_scale", 1.0),
         },
         "allocator_overhead": tune.allocator_overhead,
@@ -165,7 +172,9 @@ def time_worker(args) -> None:
             data = synthetic_data(models[v], (PROFILED + 1) * args.batch)
         if v == "autotune":
             x, y = data[0][: 2 * args.batch], data[1][: 2 * args.batch]
-            models[v], plan, tune = autotuned(models[v], args.fraction, x, y, args.batch)
+            models[v], plan, tune = autotuned(
+                models[v], args.fraction, x, y, args.batch, feasible=True
+            )
             tuned = _tuned(plan, tune)
         steps[v] = FitSteps(models[v], [(data[0][: args.batch], data[1][: args.batch])])
         steps[v].warm_up(0)  # traces the step before the next variant is built
@@ -240,7 +249,7 @@ def main() -> None:
     if args.worker:
         return time_worker(args) if args.variant == "time" else worker(args)
     variants = VARIANTS
-    rows, time_rows, links, emulated = [], [], [], False
+    rows, time_rows, links, emulated, raised = [], [], [], False, {}
     med = statistics.median
     parts = set(args.parts.split(","))
     for name in args.models.split(","):
@@ -257,6 +266,8 @@ def main() -> None:
                 break
             # AutoTune's plan: predicted by the workload of its own process
             source = runs[v] if v == "autotune" else base
+            if v == "autotune":
+                raised.update(_raised(name, source))
             peak = med(r["device_peak_bytes"] for r in runs[v])
             tensors = med(r["tensor_peak_bytes"] for r in runs[v])
             p_peak = med(r["predicted"][plan]["peak_bytes"] for r in source)
@@ -283,6 +294,7 @@ def main() -> None:
         emulated |= timed.get("emulated", False)
         links.append(timed["predicted"]["link"])
         pred, measured = timed["predicted"], timed["step_seconds"]
+        raised.update(_raised(name, [timed]))
         for v, plan in zip(variants, (*PLANS, "autotune"), strict=True):
             p_seconds = pred[plan]["step_seconds"]
             keep = pred[plan].get("keep_step_seconds", pred["keep"]["step_seconds"])
@@ -344,6 +356,18 @@ def main() -> None:
         "time scale",
     ]
     print(table(headers, time_rows))
+    for name, budget in raised.items():
+        print(
+            f"\n{name}: AutoTune refuses --fraction {args.fraction} (under the smallest "
+            f"feasible budget); its plan here is for the smallest, {mib(budget)} MiB"
+        )
+
+
+def _raised(name: str, runs: list[dict]) -> dict[str, int]:
+    """``{name: budget}`` if AutoTune's plan in ``runs`` was made for a raised budget."""
+    tuned = [r["predicted"]["autotune"] for r in runs if "autotune" in r.get("predicted", {})]
+    budgets = [t["budget_bytes"] for t in tuned if t.get("budget_raised")]
+    return {name: statistics.median(budgets)} if budgets else {}
 
 
 if __name__ == "__main__":

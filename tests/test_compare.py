@@ -8,8 +8,8 @@ import pytest
 from tests.scripts import ROOT, run_script
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "compare.py")
-#: One of each kind: kswap, a peer that fails on the TF backend, the batch scan.
-METHODS = ["baseline", "kswap-all", "remat-full", "recompute-grad", "mixed", "same-peak"]
+#: One of each kind: kswap, a peer that fails on the TF backend, one that runs, the batch scan.
+METHODS = ["baseline", "kswap-all", "remat-full", "mixed", "same-peak"]
 
 
 def _run(*args: str, timeout: float):
@@ -20,7 +20,8 @@ def _run(*args: str, timeout: float):
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
     proc = _run(
-        "--quick", "--repeats", "1", "--methods", ",".join(METHODS), "--out", str(out),
+        "--quick", "--repeats", "1", "--methods", ",".join(METHODS), "--scan-limit", "3",
+        "--out", str(out),
         timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

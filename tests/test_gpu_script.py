@@ -35,6 +35,8 @@ def test_dry_run_writes_every_stage_labelled_as_emulated(tmp_path):
     for section in sections:
         assert "Device: CPU, emulated." in section, section[:200]
         assert "python " in section  # the command that made its figures
+        # every stage ran to its end (the limited vDNN runs' out of memory is a row)
+        assert "**failed**" not in section and "**timed out**" not in section, section[:2000]
     assert "device memory emulated on CPU:0" in text  # the benchmark scripts' own label
     # the plain model under the scaled limit does not train
     vdnn = next(s for s in sections if s.startswith("vDNN"))
