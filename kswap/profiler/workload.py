@@ -79,6 +79,11 @@ forward):
   that were there, nor those in the host tier) plus saved bytes of no
   block (the loss's).
 
+The model's side (its blocks, their kinds and inputs) is
+:mod:`kswap.profiler.blocks`; the step's times by block,
+:mod:`kswap.profiler.step_times`; its buffers by block,
+:mod:`kswap.profiler.step_buffers`.
+
 Example:
     >>> import kswap, keras, numpy as np
     >>> from kswap.profiler.workload import workload_from_trace
@@ -93,180 +98,31 @@ Example:
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import os
-import warnings
-from collections.abc import Collection, Sequence
-
-import keras
-import numpy as np
+from collections.abc import Collection
 
 from kswap.layers import chain
 from kswap.optimizer_state import distributed, host_variables, slot_variables
 from kswap.planning import Block, Workload
 from kswap.planning._checks import is_positive
 from kswap.profiler import working_sets
+from kswap.profiler.blocks import (
+    block_kinds,
+    block_layers,
+    input_bytes,
+    ordered_blocks,
+    shared_reads,
+    trace_batch_size,
+)
 from kswap.profiler.profile import variable_bytes
-from kswap.trace import Allocation, OpInterval, Trace
-from kswap.trace.optime import op_shares, select_ops
+from kswap.profiler.step_buffers import block_buffers
+from kswap.profiler.step_times import block_times, step_seconds_by_op
+from kswap.trace import Trace
+from kswap.trace.optime import select_ops
 
+# block_layers and step_seconds_by_op (kswap.profiler.blocks, .step_times) are re-exported
 __all__ = ["block_layers", "step_seconds_by_op", "workload_from_trace"]
-
-
-def block_layers(model) -> list[tuple[str, keras.layers.Layer]]:
-    """``(trace layer name, layer)`` of every layer kswap wraps, in the model's order.
-
-    Nested models are walked (their layers are named ``outer/inner``, as in
-    the trace); kswap's wrappers are looked through.
-    """
-    return [(name, inner) for name, inner, _ in _walk(model)]
-
-
-def ordered_blocks(model) -> set[str]:
-    """Trace names of the blocks whose backward kswap runs one op at a time.
-
-    Those of kswap's wrappers that swap or recompute; a kept block (and a
-    plain model's layer) runs its backward as without kswap.
-    """
-    return {name for name, _, wrapper in _walk(model) if wrapper and wrapper.action.kind != "keep"}
-
-
-def _walk(model) -> list[tuple[str, keras.layers.Layer, keras.layers.Layer | None]]:
-    from kswap.layers.offload import Offload
-
-    out = []
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.InputLayer):
-            continue
-        wrapper = layer if isinstance(layer, Offload) else None
-        inner = layer.layer if wrapper else layer
-        if isinstance(inner, keras.Model) and hasattr(inner, "layers"):
-            out.extend((f"{inner.name}/{n}", sub, w) for n, sub, w in _walk(inner))
-        else:
-            out.append((layer.name, inner, wrapper))
-    return out
-
-
-def step_seconds_by_op(ops: Sequence[OpInterval], start_ns: int, end_ns: int) -> list[float]:
-    """The step's wall time ``[start_ns, end_ns)`` shared out among ``ops`` (seconds each).
-
-    Each op gets its share of the time it ran and the idle time before it;
-    the first op also the time before it, the last the time after it.
-
-    Example:
-        >>> ops = [OpInterval("a", "A", 10, 20), OpInterval("b", "B", 30, 40)]
-        >>> [round(t * 1e9) for t in step_seconds_by_op(ops, 0, 50)]
-        [20, 30]
-    """
-    if not ops:
-        return []
-    order = sorted(range(len(ops)), key=lambda i: ops[i].start_ns)
-    times = op_shares(ops)
-    covered = start_ns
-    for i in order:
-        o = ops[i]
-        if o.start_ns > covered:
-            times[i] += o.start_ns - covered
-        covered = max(covered, o.end_ns)
-    if end_ns > covered:
-        times[order[-1]] += end_ns - covered
-    return [t / 1e9 for t in times]
-
-
-def _kinds(model) -> dict[int, str]:
-    from kswap.offloading import _selector
-
-    conv = _selector("conv", model)
-    norms = (keras.layers.BatchNormalization, keras.layers.LayerNormalization)
-    kinds = {}
-    for _, layer in block_layers(model):
-        if conv(layer):
-            kinds[id(layer)] = "conv"
-        elif isinstance(layer, keras.layers.Dense):
-            kinds[id(layer)] = "dense"
-        elif isinstance(layer, norms):
-            kinds[id(layer)] = "norm"
-        else:
-            kinds[id(layer)] = "other"
-    return kinds
-
-
-def _batch_of(trace: Trace, layers, step: int) -> int:
-    """The batch size of a trace that does not record it (one profiled inside ``fit``).
-
-    The leading dimension most often found in the step's buffers of a
-    layer whose output shape, but for the batch, matches theirs.
-    """
-    tails: dict[str, tuple[str, ...]] = {}
-    for name, layer in layers:
-        try:
-            shape = tuple(layer.output.shape)
-        except (AttributeError, ValueError, RuntimeError):
-            continue
-        if len(shape) > 1 and all(d is not None for d in shape[1:]):
-            tails[name] = tuple(str(d) for d in shape[1:])
-    votes: dict[int, int] = {}
-    for b in trace.buffers:
-        tail = tails.get(b.layer) if b.step == step and b.shape else None
-        if tail is None:
-            continue
-        dims = b.shape.strip("[]()").replace(" ", "").split(",")
-        if tuple(dims[1:]) == tail and dims[0].isdigit():
-            votes[int(dims[0])] = votes.get(int(dims[0]), 0) + 1
-    return max(votes, key=lambda k: (votes[k], k)) if votes else 0
-
-
-def _input_bytes(layer, batch: int) -> int:
-    try:
-        inputs = keras.tree.flatten(layer.input)
-    except (AttributeError, ValueError, RuntimeError):  # shared or never called
-        return 0
-    total = 0
-    for t in inputs:
-        shape = getattr(t, "shape", None)
-        if shape is None:
-            continue
-        n = batch
-        for d in shape[1:]:
-            n *= d or 0
-        total += n * _itemsize(t)
-    return total
-
-
-def _itemsize(t) -> int:
-    try:
-        return np.dtype(keras.backend.standardize_dtype(t.dtype)).itemsize
-    except TypeError:
-        return 4
-
-
-class _LastReader:
-    """The block of the last op (of ``ops``) to end at or before a time: a buffer's last reader."""
-
-    def __init__(self, ops: Sequence[OpInterval], index: dict[str, int]):
-        ends = sorted(
-            ((o.end_ns, index.get(o.layer) if o.layer else None) for o in ops),
-            key=lambda e: e[0],
-        )
-        self.times = [e for e, _ in ends]
-        self.blocks = [k for _, k in ends]
-
-    def __call__(self, time_ns: int) -> int | None:
-        j = bisect.bisect_right(self.times, time_ns) - 1
-        return self.blocks[j] if j >= 0 else None
-
-
-def _add(sets: list[list[Allocation]], b: Allocation, own: int | None, reader: int | None):
-    """Counts ``b`` in the working set of the block that made it and of the one that freed it.
-
-    An op's temporary is freed by the op itself: it counts for its own block
-    only (the last op to end before it is freed may be another block's).
-    """
-    if b.region_type == "temp" and own is not None:
-        reader = None
-    for k in {own, reader} - {None}:
-        sets[k].append(b)
 
 
 def _width(trace: Trace) -> int:
@@ -276,34 +132,6 @@ def _width(trace: Trace) -> int:
     import tensorflow as tf
 
     return tf.config.threading.get_inter_op_parallelism_threads() or os.cpu_count() or 1
-
-
-def _shared(model, batch: int, index: dict[str, int], saved: list[int]) -> dict[str, tuple]:
-    """``Block.shared`` of each block, from the model's graph (capped at its saved bytes)."""
-    from kswap.estimate.graph import trace_step
-    from kswap.estimate.memory import analyze
-
-    try:
-        step = analyze(trace_step(model, batch))
-    except Exception as e:  # the workload stays usable: each tensor with one reader
-        warnings.warn(
-            f"kswap could not trace {model.name!r} to find tensors that several blocks' "
-            f"backward reads ({type(e).__name__}: {e}); the plan assumes one reader each.",
-            stacklevel=3,
-        )
-        return {}
-    out = {}
-    for b in step.blocks:
-        if b.name not in index:
-            continue
-        room, pairs = saved[index[b.name]], []
-        for name, size in b.shared:
-            if name in index and name != b.name and room > 0:
-                pairs.append((name, min(size, room)))
-                room -= pairs[-1][1]
-        if pairs:
-            out[b.name] = tuple(pairs)
-    return out
 
 
 def workload_from_trace(
@@ -403,85 +231,12 @@ def workload_from_trace(
     if not backward:
         raise ValueError(f"`trace` step {step} has no backward ops: is it a training step?")
     t_e = max(o.end_ns for o in backward)
-    kinds = _kinds(model)
-    batch = int(trace.metadata.get("batch_size") or 0) or _batch_of(trace, layers, step)
-
-    # --- times ----------------------------------------------------------------
-    seconds = step_seconds_by_op(ops, lo, hi)
-    fwd, bwd = [0.0] * len(names), [0.0] * len(names)
-    update = transfer = 0.0
-    last: dict[str, int | None] = {"forward": None, "backward": None}
-    pending = {"forward": 0.0, "backward": 0.0}
-    by_phase: dict[str, list[OpInterval]] = {}
-    for i in sorted(range(len(ops)), key=lambda i: ops[i].start_ns):
-        o, t = ops[i], seconds[i]
-        if o.phase == "update":
-            update += t
-            continue
-        if o.phase == "transfer":
-            transfer += t
-            continue
-        phase = "backward" if o.phase == "backward" else "forward"
-        k = index.get(o.layer) if o.layer else None
-        if k is not None:
-            if phase == "forward" or o.start_ns >= t_b:
-                by_phase.setdefault(f"{phase}:{k}", []).append(o)
-                last[phase] = k
-        elif last[phase] is not None:
-            k = last[phase]
-            if phase == "backward" and o.start_ns >= t_b:  # an op the block's gradient made
-                by_phase.setdefault(f"backward+:{k}", []).append(o)
-        if k is None:
-            pending[phase] += t
-            continue
-        target = fwd if phase == "forward" else bwd
-        if pending[phase]:
-            target[k] += pending[phase]
-            pending[phase] = 0.0
-        target[k] += t
-    if names:
-        fwd[0] += pending["forward"]
-        bwd[-1] += pending["backward"]
-
-    # --- bytes ----------------------------------------------------------------
-    device = [b for b in trace.buffers if b.tier == "device" and b.step == step]
-    forward = [o for o in ops if o.phase == "forward" and o.layer in index]
-    last_reader = _LastReader(backward, index)
-    saved = [0] * len(names)
-    unowned = 0
-    sets: dict[str, list[list[Allocation]]] = {
-        "forward": [[] for _ in names],
-        "backward": [[] for _ in names],
-    }
-    forward_reader = _LastReader(forward, index)
-    held = [0] * len(names)  # each block's backward buffers alive when the backward ends
-    stray = 0  # those of no block
-    for b in device:
-        if b.phase == "forward":
-            own = index.get(b.layer) if b.layer else None
-            if b.start_ns < t_b and (b.alive_at_end or b.end_ns > t_b):
-                owner = own
-                if not b.alive_at_end and b.end_ns <= t_e:
-                    reader = last_reader(b.end_ns)
-                    owner = reader if reader is not None else own
-                if owner is None:
-                    unowned += b.size
-                else:
-                    saved[owner] += b.size
-                continue
-            _add(sets["forward"], b, own, forward_reader(b.end_ns))
-        elif b.phase in ("backward", "update") and not b.alive_at_end and b.end_ns <= t_e:
-            # an update's buffer has no block: the one running when it is freed
-            own = index.get(b.layer) if b.layer and b.phase == "backward" else None
-            _add(sets["backward"], b, own, last_reader(b.end_ns))
-        elif b.phase == "backward":  # outlives the backward: a gradient the update reads
-            if b.layer in index:
-                held[index[b.layer]] += b.size
-            else:
-                stray += b.size
-    for b in trace.tier("host"):  # an offloaded trace: the layers' host copies
-        if b.phase == "transfer" and b.start_ns < t_b < b.end_ns and b.layer in index:
-            saved[index[b.layer]] += b.size
+    # the blocks' kinds, the batch, and the step's times and buffers by block
+    kinds = block_kinds(model)
+    batch = int(trace.metadata.get("batch_size") or 0) or trace_batch_size(trace, layers, step)
+    times = block_times(ops, index, len(names), t_b, lo, hi)
+    found = block_buffers(trace, step, ops, backward, index, len(names), t_b, t_e)
+    saved, held = found.saved, found.held
 
     if ordered_backward is None:
         ordered_backward = ordered_blocks(model)
@@ -504,7 +259,7 @@ def workload_from_trace(
     applied = sum(grads)
     grads = [min(g, h) for g, h in zip(grads, held, strict=True)]
     applied -= sum(grads)
-    also = _shared(model, batch, index, saved) if shared and batch else {}
+    also = shared_reads(model, batch, index, saved) if shared and batch else {}
     width = _width(trace)
     beside = chain.beside_chain(trace.metadata.get("replicas"))
     blocks = []
@@ -514,21 +269,21 @@ def workload_from_trace(
                 name=block_name,
                 shared=also.get(block_name, ()),
                 saved_bytes=saved[k],
-                forward_seconds=fwd[k],
-                backward_seconds=bwd[k],
-                input_bytes=_input_bytes(layer, batch),
-                forward_bytes=working_sets.peak(sets["forward"][k]),
+                forward_seconds=times.forward[k],
+                backward_seconds=times.backward[k],
+                input_bytes=input_bytes(layer, batch),
+                forward_bytes=working_sets.peak(found.forward_sets[k]),
                 backward_bytes=working_sets.backward_bytes(
-                    sets["backward"][k],
-                    by_phase.get(f"backward:{k}", []) + by_phase.get(f"backward+:{k}", []),
+                    found.backward_sets[k],
+                    times.ops.get(f"backward:{k}", []) + times.ops.get(f"backward+:{k}", []),
                     backward,
                     block_name in ordered,
                     beside,
                 ),
                 keep_backward_bytes=(
-                    working_sets.side_by_side_peak(sets["backward"][k], width)
+                    working_sets.side_by_side_peak(found.backward_sets[k], width)
                     if block_name in ordered
-                    else working_sets.peak(sets["backward"][k])
+                    else working_sets.peak(found.backward_sets[k])
                 ),
                 kind=kinds[id(layer)],
                 gradient_bytes=grads[k],
@@ -539,7 +294,7 @@ def workload_from_trace(
     weights = {id(v): v for v in model.weights}
     weight_bytes = sum(variable_bytes(v) for v in weights.values())
     gradient_bytes = sum(variable_bytes(v) for v in trainable.values())  # of no block
-    gradient_bytes += min(stray, applied)  # gradients the trace gives no block
+    gradient_bytes += min(found.stray, applied)  # gradients the trace gives no block
     optimizer = getattr(model, "optimizer", None)
     # the slots a plan may move (counters and the learning rate stay: other bytes)
     slots = {id(v): v for v in (slot_variables(optimizer) if optimizer is not None else ())}
@@ -548,7 +303,7 @@ def workload_from_trace(
     on_host = {id(v) for v in host_variables(optimizer)} if optimizer is not None else set()
     device_slots = sum(variable_bytes(v) for k, v in slots.items() if k not in on_host)
     at_start = trace.timeline("device", step).at(lo)
-    other = max(at_start - weight_bytes - device_slots, 0) + unowned
+    other = max(at_start - weight_bytes - device_slots, 0) + found.unowned
     work = Workload(
         blocks=tuple(blocks),
         weight_bytes=weight_bytes,
@@ -556,7 +311,7 @@ def workload_from_trace(
         optimizer_bytes=optimizer_bytes,
         other_bytes=other,
         optimizer_movable=optimizer is None or not distributed(optimizer),
-        update_seconds=update,
+        update_seconds=times.update,
         name=name or model.name,
         metadata={
             "source": "trace",
@@ -567,7 +322,7 @@ def workload_from_trace(
             "profiled_step_seconds": (hi - lo) / 1e9,
             "device_peak_bytes": device_peak,
             "allocator_overhead": max(overhead, 0.0),
-            "transfer_seconds": transfer,
+            "transfer_seconds": times.transfer,
             "ordered_backward": sorted(ordered) if 0 < len(ordered) < len(names) else bool(ordered),
         },
     )

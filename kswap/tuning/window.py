@@ -1,4 +1,4 @@
-"""A window of profiled training steps inside ``fit``, for :class:`kswap.AutoTune`.
+"""A window of profiled steps inside ``fit``, and its workload, for :class:`kswap.AutoTune`.
 
 ``fit`` calls a callback's ``on_train_batch_begin`` before each step, and
 only there (or at train begin and end) may a callback act without turning
@@ -9,6 +9,7 @@ another one runs (``keras.callbacks.TensorBoard(profile_batch=...)``),
 steps by (closing the last one), and :meth:`~ProfileWindow.read` stops the
 profiler and reads the steps into a :class:`~kswap.Trace`. It stops only a
 profiler it started, and removes the temporary directory it made.
+:func:`window_workload` builds the planner's workload of the window's steps.
 
 Example:
     >>> import keras, numpy as np, kswap
@@ -38,10 +39,13 @@ import time
 
 import tensorflow as tf
 
+from kswap.planning import Workload
 from kswap.profiler.profile import new_xplane, read_trace, xplane_files
+from kswap.profiler.workload import workload_from_trace
 from kswap.trace import STEP_MARKER, Trace
+from kswap.tuning.rounds import widen
 
-__all__ = ["ProfileWindow"]
+__all__ = ["ProfileWindow", "window_workload"]
 
 
 class ProfileWindow:
@@ -120,3 +124,23 @@ class ProfileWindow:
         if self._own:
             shutil.rmtree(self._own, ignore_errors=True)
             self._own = None
+
+
+def window_workload(trace: Trace, model, step_seconds: float | None = None) -> Workload:
+    """The workload of a profiled window: its last step's, with the most any step held.
+
+    Its times are the last step's (scaled to ``step_seconds``, see
+    :func:`~kswap.profiler.workload.workload_from_trace`). Each block's
+    working sets, and the allocator's extra, are the most any of the
+    window's steps held (:func:`~kswap.tuning.rounds.widen` with
+    ``working_sets_only``): fit's graph runs each weight's update as soon as
+    its gradient exists, and which block's backward its temporaries land in
+    changes from step to step.
+    """
+    last = len(trace.steps) - 1
+    workload = workload_from_trace(trace, model, step_seconds=step_seconds)
+    for step in range(last):
+        # widen takes no Block.shared from it: skip tracing the model's graph again
+        other = workload_from_trace(trace, model, step=step, shared=False)
+        workload = widen(workload, other, working_sets_only=True)
+    return workload

@@ -196,7 +196,7 @@ def test_a_byte_budget_needs_no_baseline():
 
 
 def test_the_plans_times_are_scaled_to_the_steps_timed_without_the_profiler():
-    from kswap.tuning.autotune import _median_interval
+    from kswap.tuning.closed_loop import median_interval
 
     off = kswap.OffloadingModel(_model())
     tune = AutoTune("1GiB", profile_steps=1, verbose=0, link="pcie4")
@@ -216,8 +216,8 @@ def test_the_plans_times_are_scaled_to_the_steps_timed_without_the_profiler():
     off.fit(*_data(BATCH * 3), batch_size=BATCH, callbacks=[tune], verbose=0)
     assert tune.unprofiled_step_seconds is None and "time_scale" not in tune.workload.metadata
     # an epoch's end (and its validation) is no step
-    assert _median_interval([0.0, 1.0, None, 9.0, 9.5, 10.5]) == 1.0
-    assert _median_interval([0.0, None, 9.0]) is None
+    assert median_interval([0.0, 1.0, None, 9.0, 9.5, 10.5]) == 1.0
+    assert median_interval([0.0, None, 9.0]) is None
 
 
 def test_fit_ending_before_the_baseline_is_measured_puts_the_models_actions_back():
