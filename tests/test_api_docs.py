@@ -68,3 +68,14 @@ def test_every_module_section_is_linked_from_the_table():
     for module in public_modules():
         assert f"## `{module}`" in text, module
         assert f"(#{module.replace('.', '')})" in text, module
+
+
+def test_the_reference_is_what_make_api_writes_from_the_docstrings_now():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_api", os.path.join(ROOT, "docs", "make_api.py")
+    )
+    make_api = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_api)
+    assert make_api.render() == _reference(), "docs/api.md is out of date: python docs/make_api.py"
