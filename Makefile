@@ -32,7 +32,7 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples
-	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup --durations=15
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check kswap tests benchmarks examples

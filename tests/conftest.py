@@ -30,7 +30,7 @@ _SHARED_GROUPS = {
 _SPLIT = {"tests/test_examples.py"}
 #: Started first, slowest first (seconds on a 2-core CPU, two processes).
 _FIRST = [
-    "applications",  # 220
+    "applications",  # 150
     "tests/layers/test_exactness_zoo.py",  # 105
     "tests/layers/test_exactness.py",  # 80
     "tests/test_compare.py",  # 75

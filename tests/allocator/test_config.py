@@ -61,24 +61,33 @@ TRAIN_OVER_A_LIMIT = """
 """
 
 
-def train_with_limit(mib: int) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def train_with_limit(mib: int) -> subprocess.Popen:
+    """Starts the step under a limit of ``mib`` MiB in a process of its own."""
+    return subprocess.Popen(
         [sys.executable, "-W", "ignore", "-c", textwrap.dedent(TRAIN_OVER_A_LIMIT), str(mib)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
 
 
+def _finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    stdout, stderr = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
 def test_a_step_over_the_limit_does_not_succeed_in_its_own_process():
+    # Both processes run at once: the one over the limit spends 10 s idle in the
+    # BFC allocator's retry before it gives up.
+    started = train_with_limit(12), train_with_limit(512)
     # a step of batch 32 holds convolution outputs of 16 MiB each
-    over = train_with_limit(12)
+    over, fits = (_finished(proc) for proc in started)
     assert "BUILT" in over.stdout, over.stderr[-2000:]  # the limit let the model be built
     assert "TRAINED" not in over.stdout
     # an uncaught ResourceExhaustedError (exit 1), or an abort (a signal)
     assert over.returncode != 0
     assert over.returncode < 0 or over.returncode > 1 or "ResourceExhausted" in over.stderr
     # the control: the same step trains under a limit it fits in
-    fits = train_with_limit(512)
     assert fits.returncode == 0 and "TRAINED" in fits.stdout, fits.stderr[-2000:]
 
 

@@ -54,11 +54,14 @@ class Run:
             first is the first step's loss).
         weights: Every weight after training (BatchNormalization statistics
             included), flattened into one vector.
+        fallbacks: The offloaded model's wrapped layers that fell back to
+            recomputation (none for a plain model).
     """
 
     outputs: list[np.ndarray]
     losses: np.ndarray
     weights: np.ndarray
+    fallbacks: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +140,8 @@ def train(
                 x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[record]
             )
         weights = np.concatenate([np.asarray(w.numpy(), np.float64).ravel() for w in model.weights])
-    return Run(outputs, np.asarray(losses), weights)
+    fallbacks = tuple(layer.name for layer in model.layers if getattr(layer, "fallbacks", None))
+    return Run(outputs, np.asarray(losses), weights, fallbacks)
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:

@@ -175,14 +175,20 @@ def test_a_recomputed_block_runs_again_in_backward_not_when_its_input_exists():
     assert peaks["recompute"] < 0.6 * peaks["keep"], peaks
 
 
-def test_with_one_inter_op_thread_the_copies_are_waited_for_and_training_is_exact():
+@pytest.fixture(scope="module")
+def one_thread():
+    """The chain, then MobileNetV3Small, with one inter-op thread, in one fresh process."""
+    return _one_thread_main("--zoo", "mobilenet_v3_small")
+
+
+def test_with_one_inter_op_thread_the_copies_are_waited_for_and_training_is_exact(one_thread):
     # TensorFlow's executor with one inter-op thread runs the chain of forward ops
     # (and of input gradients) inline and queues the rest behind it: without the
     # gates the copies to the host ran after the whole forward, the weight
     # gradients (which read the swapped-in tensors) after the whole backward, and
     # the offloaded step peaked above the plain one (46.8 against 42.3 MiB here;
     # `python -m tests.layers.one_thread_main --no-gate`)
-    result = _one_thread_main()
+    result = one_thread
     assert result["losses_identical"] and result["weights_identical"], result
     assert result["kswap_peak_bytes"] < 0.6 * result["plain_peak_bytes"], result
 
@@ -204,11 +210,11 @@ def test_replicas_sharing_the_threads_get_the_one_thread_gates(monkeypatch):
 
 
 @pytest.mark.slow
-def test_with_one_inter_op_thread_batch_normalization_trains_bit_identically():
+def test_with_one_inter_op_thread_batch_normalization_trains_bit_identically(one_thread):
     # the swap-ins wait for the block before's weight gradients; a control edge out
     # of BatchNormalization's scale gradient (a Mul) made MobileNetV3Small's weights
     # 4.6e-4 apart after 5 steps, where the remapper switch changes nothing
-    result = _one_thread_main("--zoo", "mobilenet_v3_small")
+    result = one_thread
     assert not any(result["deviation"].values()), result
 
 
