@@ -109,7 +109,9 @@ class AutoTune(StaticStartMixin, BaselineMixin, ClosedLoopMixin, keras.callbacks
             predicted right at the budget misses it about half the time.
             The measured peak is always held against the whole budget; 0
             plans to the budget itself. Where no plan meets the budget less
-            the headroom, the first plan is made for the whole budget.
+            the headroom, the first plan is made for the budget less the
+            allocator's extra, then (out of reach too) it is the plan of
+            the least predicted peak.
             Plans are made for the bytes the tensors ask for; the budget is
             of the allocator's bytes, so the first plan's target is also
             divided by one plus the allocator's extra at the profiled

@@ -124,9 +124,10 @@ class ClosedLoopMixin:
         The first plan resolves the budget (:attr:`budget_bytes`), and is
         made for the budget less the headroom and less the allocator's extra
         (:attr:`allocator_overhead`); where no plan meets that, for the budget
-        less the allocator's extra, then for the whole budget; where none
-        meets the whole budget either, the planner's ``ValueError`` (naming
-        the smallest feasible budget) is raised.
+        less the allocator's extra, then the plan of the least predicted peak
+        (:func:`kswap.tuning.rounds.first_plan`); where no plan meets the whole
+        budget, the planner's ``ValueError`` (naming the smallest feasible
+        budget) is raised.
         """
         if target is not None:
             return make_plan(self.workload, target, self.link, strategy=self.strategy)

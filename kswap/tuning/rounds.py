@@ -75,8 +75,11 @@ def first_plan(
     plan is made for the budget less the headroom and less the allocator's extra
     (the workload counts tensors; the allocator's blocks hold
     ``allocator_overhead`` more at the profiled peak); where no plan meets
-    that, for the budget less the allocator's extra, then for the whole
-    budget. Its ``budget_bytes`` is the target it was made for.
+    that, for the budget less the allocator's extra. Where no plan meets that
+    either, it is the plan of the least predicted peak (for the smallest
+    feasible budget): the fastest plan within the whole budget would leave the
+    allocator's extra no room, and its blocks would go over. Its
+    ``budget_bytes`` is the target it was made for.
 
     Returns:
         The plan, and the whole budget in bytes (what measured peaks are held
@@ -96,6 +99,13 @@ def first_plan(
             return make_plan(workload, tighter, link, strategy=strategy), budget_bytes
         except ValueError:  # out of reach: a looser target, then
             continue
+    else:  # both out of reach: the plan that comes closest to them
+        lowest = smallest_budget(workload, link)
+        if lowest < whole.predicted_peak_bytes:
+            try:
+                return make_plan(workload, lowest, link, strategy=strategy), budget_bytes
+            except ValueError:  # a strategy that does not reach the least peak
+                pass
     return whole, budget_bytes
 
 

@@ -287,6 +287,27 @@ def test_where_the_headroom_is_out_of_reach_the_first_plan_is_for_the_whole_budg
     assert plan.predicted_peak_bytes <= lowest
 
 
+def test_where_the_allocators_extra_is_out_of_reach_the_first_plan_saves_the_most():
+    import dataclasses
+
+    from kswap.planning import make_plan, smallest_budget
+
+    # 4 blocks of 8 MiB; the allocator's blocks held 2.5 times the tensors at the
+    # profiled peak, so no plan's tensors leave that extra free in 20 MiB
+    budget = 20 * 2**20
+    tune, _ = _planning_tune(budget, headroom=0)
+    tune.workload = dataclasses.replace(tune.workload, metadata={"allocator_overhead": 1.5})
+    lowest = smallest_budget(tune.workload, tune.link)
+    assert lowest > budget / 2.5
+    fastest = make_plan(tune.workload, budget, tune.link)
+    assert fastest.predicted_peak_bytes > lowest  # within the budget, but closer to it
+    plan = tune._make_plan(None)
+    # the plan that comes closest to leaving the extra free, not the fastest within the budget
+    assert tune.budget_bytes == budget
+    assert plan.budget_bytes == lowest
+    assert plan.predicted_peak_bytes == lowest
+
+
 def test_a_round_a_little_over_the_budget_tightens_to_a_different_plan():
     from kswap.planning import smallest_budget
     from kswap.tuning.autotune import TIGHTEN_STEP, Round
