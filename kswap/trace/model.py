@@ -4,9 +4,12 @@ A :class:`Trace` is what :func:`kswap.profile` returns: one :class:`Allocation`
 per buffer the allocators handed out (plus the bytes that were already in use
 when profiling began), with its size, lifetime, producing op, Keras layer,
 memory tier and training step, and one :class:`OpInterval` per op execution
-(when it ran, on which thread or stream, its layer and phase); see
-:mod:`kswap.trace.optime` for the time summaries. Everything here is plain Python, free of any
-framework, so traces can be saved, loaded, compared and planned on anywhere.
+(when it ran, on which thread or stream, its layer and phase). Those records
+and the constants are defined in :mod:`kswap.trace.records` (and importable
+from here), the JSON format in :mod:`kswap.trace.serialize`; see
+:mod:`kswap.trace.optime` for the time summaries. Everything here is plain
+Python, free of any framework, so traces can be saved, loaded, compared and
+planned on anywhere.
 
 Example:
     >>> from kswap.trace import Allocation, Trace
@@ -22,14 +25,24 @@ Example:
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from kswap._json import load_document, require
+from kswap.trace import serialize
+from kswap.trace.records import (
+    GRANULE,
+    PHASES,
+    RESIDENT,
+    TIERS,
+    UNATTRIBUTED,
+    UNKNOWN_PHASE,
+    Allocation,
+    OpInterval,
+    Timeline,
+    granule_bytes,
+)
 
 __all__ = [
     "Allocation",
@@ -43,155 +56,6 @@ __all__ = [
     "UNATTRIBUTED",
     "UNKNOWN_PHASE",
 ]
-
-#: The memory tiers a buffer can live in.
-TIERS = ("device", "host")
-#: ``Allocation.op`` of bytes already in use when profiling began.
-RESIDENT = "(resident before profiling)"
-#: Bytes TensorFlow's BFC allocator rounds every block up to a multiple of.
-GRANULE = 256
-
-
-def granule_bytes(size: int) -> int:
-    """``size`` bytes rounded up to a whole number of :data:`GRANULE` s."""
-    return -(-int(size) // GRANULE) * GRANULE
-
-
-#: ``by_layer`` key for bytes that belong to no Keras layer.
-UNATTRIBUTED = "(no layer)"
-#: What a buffer's op was doing: running a layer (or the loss) forward,
-#: computing gradients (a layer recomputed for its backward included),
-#: copying between the tiers (host copies and swap-ins), updating the weights,
-#: or nothing: the buffer was in use before profiling began.
-PHASES = ("forward", "backward", "transfer", "update", "resident")
-#: ``by_layer_phase`` key for bytes whose phase is not known (no op recorded).
-UNKNOWN_PHASE = "(unknown)"
-
-_FORMAT = "kswap.trace/1"
-
-
-@dataclasses.dataclass(frozen=True)
-class Allocation:
-    """One buffer's lifetime.
-
-    Attributes:
-        size: Bytes the allocator set aside for it (its block size).
-        start_ns: When it was allocated, in ns from the start of the trace.
-        end_ns: When it was freed; the end of the trace if it outlived it.
-        tier: ``"device"`` or ``"host"``.
-        op: Full name of the op that allocated it, if known.
-        layer: The Keras layer that op belongs to (``"outer/inner"`` for nested
-            models), if any.
-        step: Index of the profiled step it was allocated in, if any.
-        requested_bytes: Bytes the op asked for (``size`` is rounded up).
-        allocator: Name of the allocator that served it.
-        shape: Tensor shape as text, if recorded.
-        region_type: ``"output"``, ``"temp"``..., if recorded.
-        alive_at_start: Already allocated when profiling began.
-        alive_at_end: Still allocated when profiling ended.
-        phase: One of :data:`PHASES`, if known.
-    """
-
-    size: int
-    start_ns: int
-    end_ns: int
-    tier: str = "device"
-    op: str | None = None
-    layer: str | None = None
-    step: int | None = None
-    requested_bytes: int | None = None
-    allocator: str | None = None
-    shape: str | None = None
-    region_type: str | None = None
-    alive_at_start: bool = False
-    alive_at_end: bool = False
-    phase: str | None = None
-
-    def __post_init__(self):
-        if self.tier not in TIERS:
-            raise ValueError(f"`tier` must be one of {TIERS}. Received: tier={self.tier!r}")
-        if self.phase is not None and self.phase not in PHASES:
-            raise ValueError(
-                f"`phase` must be one of {PHASES} or None. Received: phase={self.phase!r}"
-            )
-        if self.size < 0:
-            raise ValueError(f"`size` must be >= 0. Received: size={self.size}")
-        if self.end_ns < self.start_ns:
-            raise ValueError(
-                "`end_ns` must be >= `start_ns`. "
-                f"Received: start_ns={self.start_ns}, end_ns={self.end_ns}"
-            )
-
-    def alive_at(self, time_ns: int) -> bool:
-        """Whether the buffer holds memory at ``time_ns`` (half-open lifetime)."""
-        if self.alive_at_end and time_ns >= self.end_ns:
-            return True
-        return self.start_ns <= time_ns < self.end_ns
-
-
-@dataclasses.dataclass(frozen=True)
-class OpInterval:
-    """One execution of an op: ``[start_ns, end_ns)`` from the start of the trace.
-
-    Attributes:
-        op: The op's full name in the training step's graph.
-        type: The op's type (``"Conv2D"``, ``"DeepCopy"``...).
-        start_ns: When it started.
-        end_ns: When it ended.
-        line: Where it ran: a host thread's line or a GPU stream's.
-        on_device: True for a GPU's kernel or copy, False for an op the host ran.
-        layer: The Keras layer it belongs to, if any (as for buffers).
-        phase: ``"forward"``, ``"backward"``, ``"transfer"`` or ``"update"``, if known.
-        step: Index of the profiled step it started in, if any.
-    """
-
-    op: str
-    type: str
-    start_ns: int
-    end_ns: int
-    line: str = ""
-    on_device: bool = False
-    layer: str | None = None
-    phase: str | None = None
-    step: int | None = None
-
-    def __post_init__(self):
-        if self.end_ns < self.start_ns:
-            raise ValueError(
-                "`end_ns` must be >= `start_ns`. "
-                f"Received: start_ns={self.start_ns}, end_ns={self.end_ns}"
-            )
-        if self.phase is not None and self.phase not in PHASES:
-            raise ValueError(
-                f"`phase` must be one of {PHASES} or None. Received: phase={self.phase!r}"
-            )
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-
-@dataclasses.dataclass(frozen=True)
-class Timeline:
-    """Live bytes of one tier over time: ``live_bytes[i]`` from ``times_ns[i]`` on."""
-
-    times_ns: tuple[int, ...]
-    live_bytes: tuple[int, ...]
-
-    @property
-    def peak_bytes(self) -> int:
-        return max(self.live_bytes, default=0)
-
-    @property
-    def peak_time_ns(self) -> int | None:
-        if not self.live_bytes:
-            return None
-        return self.times_ns[self.live_bytes.index(self.peak_bytes)]
-
-    def at(self, time_ns: int) -> int:
-        """Live bytes at ``time_ns`` (0 before the first change)."""
-        i = bisect.bisect_right(self.times_ns, time_ns)
-        return self.live_bytes[i - 1] if i else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,29 +282,11 @@ class Trace:
             )
         return self.steps[step]
 
-    # --- serialization -----------------------------------------------------------
+    # --- serialization (kswap.trace.serialize) -----------------------------------
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """Serializes the trace to JSON text; also writes it to ``path`` if given."""
-        fields = [f.name for f in dataclasses.fields(Allocation)]
-        payload = {
-            "format": _FORMAT,
-            "emulated": self.emulated,
-            "duration_ns": self.duration_ns,
-            "steps": [list(s) for s in self.steps],
-            "metadata": dict(self.metadata),
-            "fields": fields,
-            "buffers": [[getattr(b, f) for f in fields] for b in self.buffers],
-        }
-        if self.ops:
-            op_fields = [f.name for f in dataclasses.fields(OpInterval)]
-            payload["op_fields"] = op_fields
-            payload["ops"] = [[getattr(o, f) for f in op_fields] for o in self.ops]
-        text = json.dumps(payload, separators=(",", ":"))
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
+        return serialize.to_json(self, path)
 
     @classmethod
     def from_json(cls, source: str | os.PathLike) -> Trace:
@@ -455,96 +301,7 @@ class Trace:
                 type or out of range.
             OSError: ``source`` names a file that exists but cannot be read.
         """
-        payload = load_document(source, "kswap trace", _FORMAT)
-        required = ("fields", "buffers", "steps", "duration_ns", "emulated", "metadata")
-        require(payload, required, "kswap trace")
-        steps = payload["steps"]
-        if not isinstance(steps, list) or not all(
-            isinstance(s, list) and len(s) == 2 and all(_is_number(t) for t in s) for s in steps
-        ):
-            raise ValueError("Not a valid kswap trace: `steps` must be a list of [start, end].")
-        if not _is_number(payload["duration_ns"]):
-            raise ValueError(
-                "Not a valid kswap trace: `duration_ns` must be a number. "
-                f"Received: duration_ns={payload['duration_ns']!r}"
-            )
-        if not isinstance(payload["emulated"], bool):
-            raise ValueError(
-                "Not a valid kswap trace: `emulated` must be true or false. "
-                f"Received: emulated={payload['emulated']!r}"
-            )
-        if not isinstance(payload["metadata"], dict):
-            raise ValueError(
-                "Not a valid kswap trace: `metadata` must be an object. "
-                f"Received: {type(payload['metadata']).__name__}"
-            )
-        return cls(
-            buffers=_load_rows(Allocation, payload, "fields", "buffers"),
-            steps=tuple(tuple(s) for s in steps),
-            duration_ns=payload["duration_ns"],
-            emulated=payload["emulated"],
-            metadata=payload["metadata"],
-            ops=_load_rows(OpInterval, payload, "op_fields", "ops"),
-        )
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _load_rows(cls: type, payload: dict, fields_key: str, rows_key: str) -> tuple:
-    """The ``cls`` instances of a saved trace's ``rows_key`` rows; one-line ValueError."""
-    fields, rows = payload.get(fields_key, []), payload.get(rows_key, [])
-    if not isinstance(fields, list) or not isinstance(rows, list):
-        raise ValueError(f"Not a valid kswap trace: `{fields_key}` and `{rows_key}` must be lists.")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = [f for f in fields if not isinstance(f, str) or f not in known]
-    if unknown:
-        raise ValueError(
-            f"Not a valid kswap trace: unknown `{fields_key}` {', '.join(map(repr, unknown))}."
-        )
-    out = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, list) or len(row) != len(fields):
-            raise ValueError(
-                f"Not a valid kswap trace: {rows_key}[{i}] must be a list of "
-                f"{len(fields)} values. Received: {type(row).__name__}"
-                + (f" of {len(row)}" if isinstance(row, list) else "")
-            )
-        values = dict(zip(fields, row, strict=True))
-        for name, value in values.items():
-            expected = _FIELD_TYPES[cls][name]
-            if not (value is None and expected[1]) and not _is_type(value, expected[0]):
-                kind = {int: "an integer", str: "text", bool: "true or false"}[expected[0]]
-                raise ValueError(
-                    f"Not a valid kswap trace: {rows_key}[{i}]: `{name}` must be {kind}"
-                    f"{' or null' if expected[1] else ''}. Received: {name}={value!r}"
-                )
-        try:
-            out.append(cls(**values))
-        except (TypeError, ValueError) as error:
-            message = " ".join(str(error).split())
-            raise ValueError(f"Not a valid kswap trace: {rows_key}[{i}]: {message}") from None
-    return tuple(out)
-
-
-def _field_types(cls: type) -> dict[str, tuple[type, bool]]:
-    """Each field's type and whether it may be None, from ``int | None``-style annotations."""
-    builtins = {"int": int, "str": str, "bool": bool}
-    out = {}
-    for f in dataclasses.fields(cls):
-        parts = [p.strip() for p in str(f.type).split("|")]
-        out[f.name] = (builtins[parts[0]], "None" in parts)
-    return out
-
-
-def _is_type(value: Any, expected: type) -> bool:
-    if expected is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, expected)
-
-
-_FIELD_TYPES = {cls: _field_types(cls) for cls in (Allocation, OpInterval)}
+        return serialize.from_json(cls, source)
 
 
 def _bytes(b: Allocation, requested: bool) -> int:
