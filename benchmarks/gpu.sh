@@ -5,8 +5,8 @@
 # Installs kswap with tensorflow[and-cuda] into .venv-gpu, then runs
 # benchmarks/gpu_run.py: device, copy bandwidth, the offloading table on
 # ResNet50 and VGG16 at 224x224, vDNN's VGG16 at batch 256 against 12 GiB,
-# the simulator against measurement and the exactness tests, each stage in
-# a fresh process, within 8 minutes. It writes OUT.md, markdown for
+# the simulator against measurement (device peak and step time) and the
+# exactness tests, each stage in a fresh process, within 10 minutes. It writes OUT.md, markdown for
 # docs/benchmarks.md, every figure labelled with its device and command.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -12,7 +12,7 @@ SECTIONS = (
     "#### Host<->device copy bandwidth",
     "#### Offloading: device memory and step time",
     "#### vDNN's experiment: VGG16, batch 256, float32, against 12 GiB",
-    "#### The simulator against measurement: step time",
+    "#### The simulator against measurement",
     "#### Exactness tests on the device",
 )
 

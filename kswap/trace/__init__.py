@@ -6,7 +6,9 @@ a ``Trace``; ``kswap.trace.optime`` sums op time per layer and phase.
 """
 
 from kswap.trace.build import build_trace, tier_of
-from kswap.trace.model import (
+from kswap.trace.model import Trace
+from kswap.trace.optime import busy_ns, time_by_layer, time_by_layer_phase
+from kswap.trace.records import (
     GRANULE,
     PHASES,
     RESIDENT,
@@ -16,9 +18,7 @@ from kswap.trace.model import (
     Allocation,
     OpInterval,
     Timeline,
-    Trace,
 )
-from kswap.trace.optime import busy_ns, time_by_layer, time_by_layer_phase
 from kswap.trace.xspace import (
     STEP_MARKER,
     MemoryEvent,

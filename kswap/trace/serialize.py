@@ -59,17 +59,7 @@ def to_json(trace: Trace, path: str | os.PathLike | None = None) -> str:
 
 
 def from_json(cls: type[Trace], source: str | os.PathLike) -> Trace:
-    """Loads a ``cls`` trace from JSON text or from the path of a JSON file.
-
-    Text is taken as a path when it does not start like JSON (``{``,
-    ``[`` or ``"``), or when a file of that name exists.
-
-    Raises:
-        ValueError: (one line) if there is no such file, or it is not JSON,
-            not a kswap trace, lacks a field or holds a value of the wrong
-            type or out of range.
-        OSError: ``source`` names a file that exists but cannot be read.
-    """
+    """:meth:`kswap.trace.Trace.from_json` for the class ``cls`` (its docstring has the details)."""
     payload = load_document(source, "kswap trace", _FORMAT)
     required = ("fields", "buffers", "steps", "duration_ns", "emulated", "metadata")
     require(payload, required, "kswap trace")

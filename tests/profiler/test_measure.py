@@ -1,9 +1,14 @@
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import kswap
-from tests.profiler.models import chain, data, sequence_chain
+from tests.profiler.models import chain, data
+from tests.scripts import ROOT, script_env
 
 
 def test_measure_fields():
@@ -62,22 +67,36 @@ def test_verbose_is_checked():
             kswap.measure(model, x, y, steps=1, verbose=bad)
 
 
+#: Measures :func:`sequence_chain`'s step at each batch size twice, in one fresh process.
+_SCALING = """
+import json, sys
+import kswap
+from tests.profiler.models import data, sequence_chain
+model = sequence_chain()
+x, y = data(model, 32)
+sizes = json.loads(sys.argv[1])
+print(json.dumps([[kswap.measure(model, x, y, steps=1, batch_size=b, verbose=0).device_peak_bytes
+                   for _ in range(2)] for b in sizes]))
+"""
+
+
 def test_step_peak_scales_with_batch_when_activations_dominate():
-    model = sequence_chain()
-    x, y = data(model, 32)
     sizes = (8, 16, 32)
-    # each measured in a fresh process: the device peak counts every live
-    # tensor of the process, and this one holds other tests' models. The
-    # least of two processes: on a loaded machine the executor has run
-    # independent ops in an order that held 6.5-7.5 outputs at batch 8, where
-    # it held 4.3-4.8 in most processes.
-    peaks = [
-        min(
-            kswap.measure(model, x, y, steps=1, batch_size=b, isolate=True).device_peak_bytes
-            for _ in range(2)
-        )
-        for b in sizes
-    ]
+    # measured in a fresh process: the device peak counts every live tensor of
+    # the process, and this one holds other tests' models. The least of two
+    # measurements: on a loaded machine the executor has run independent ops in
+    # an order that held 6.5-7.5 outputs at batch 8, where it held 4.3-4.8 in
+    # most runs.
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCALING, json.dumps(sizes)],
+        capture_output=True,
+        text=True,
+        env=script_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    peaks = [min(pair) for pair in json.loads(proc.stdout.strip().splitlines()[-1])]
     # weights are a few KiB, so the peak is a number of layer outputs (0.5 MiB
     # per example each): backward needs the three forward outputs plus an
     # upstream gradient at least, and the whole step never holds more than
