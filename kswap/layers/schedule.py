@@ -41,7 +41,10 @@ import weakref
 import tensorflow as tf
 
 from kswap import transfer
-from kswap.layers.chain import PASS_THROUGH, chainable, dense_parts, nominal_bytes
+from kswap.layers.hold import _held, _not_upstream_of
+from kswap.layers.rewrites import chainable
+from kswap.layers.shapes import _FUSES_WITH_CONSUMERS, shape_chain
+from kswap.layers.tensors import canonical, dense_parts, nominal_bytes
 
 __all__ = [
     "GraphState",
@@ -63,84 +66,6 @@ ONE_THREAD_GATES = True
 def _one_thread() -> bool:
     """Whether the gates for one inter-op thread apply (see :data:`ONE_THREAD_GATES`)."""
     return ONE_THREAD_GATES and transfer.one_thread_per_replica()
-
-
-def canonical(t: tf.Tensor) -> tf.Tensor:
-    """Sees through Identity ops, which share their input's buffer."""
-    while t.op.type in PASS_THROUGH:
-        index = t.value_index if t.op.type == "IdentityN" else 0
-        t = t.op.inputs[index]
-    return t
-
-
-#: Ops whose output has the shape of their inputs broadcast together.
-_ELEMENTWISE = frozenset(
-    {
-        "Abs", "Cast", "Cos", "Elu", "Erf", "Exp", "Expm1", "Floor", "LeakyRelu", "Log",
-        "Log1p", "Neg", "Reciprocal", "Relu", "Relu6", "Round", "Rsqrt", "Selu", "Sigmoid",
-        "Sign", "Sin", "Softplus", "Softsign", "Sqrt", "Square", "Tanh", "Softmax",
-        "LogSoftmax", "Add", "AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "Maximum",
-        "Minimum", "Pow", "SquaredDifference", "AddN", "SelectV2", "StopGradient",
-        "Snapshot",
-    }
-)  # fmt: skip
-
-
-#: Ops the remapper fuses with the elementwise ops that read their output (a bias, an
-#: activation): a shape is never read from their output, which would stop the fusion.
-_FUSES_WITH_CONSUMERS = frozenset(
-    {
-        "Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2",
-        "BatchMatMulV3", "FusedBatchNormV3", "_FusedConv2D", "_FusedMatMul",
-    }
-)  # fmt: skip
-
-
-def shape_source(t: tf.Tensor) -> tf.Tensor:
-    """The tensor up ``t``'s elementwise producers that has ``t``'s shape at run time.
-
-    Through an elementwise op whose inputs of unknown shape all come from one
-    source and have the output's static shape, and whose other inputs only
-    broadcast along dimensions of size 1 or ones known to be equal (a scalar
-    constant, a bias): ``c * (x + x ** 3)`` has the shape of ``x``.
-    """
-    return shape_chain(t)[-1]
-
-
-def shape_chain(t: tf.Tensor) -> list[tf.Tensor]:
-    """``t`` and the producers :func:`shape_source` walks through, ``t`` first.
-
-    Every one has ``t``'s shape at run time; the last is ``shape_source(t)``.
-    The walk stops below the output of an op in :data:`_FUSES_WITH_CONSUMERS`.
-    """
-    chain = [t]
-    while True:
-        op = t.op
-        if op.type not in _ELEMENTWISE and not (
-            op.type == "BiasAdd" and op.get_attr("data_format") in (b"NHWC", "NHWC")
-        ):
-            return chain
-        dims = t.shape.as_list() if t.shape.rank is not None else None
-        if dims is None:
-            return chain
-        dynamic = [x for x in op.inputs if not x.shape.is_fully_defined()]
-        static = [x for x in op.inputs if x.shape.is_fully_defined()]
-        if not dynamic or any(x.shape.rank is None or x.shape.as_list() != dims for x in dynamic):
-            return chain
-        for x in static:
-            sdims = x.shape.as_list()
-            if len(sdims) > len(dims):
-                return chain
-            aligned = dims[len(dims) - len(sdims) :]
-            if any(s != 1 and (d is None or s != d) for s, d in zip(sdims, aligned, strict=True)):
-                return chain
-        sources = {canonical(shape_source(canonical(x))).ref() for x in dynamic}
-        if len(sources) != 1:
-            return chain
-        t = canonical(dynamic[0])
-        if t.op.type in _FUSES_WITH_CONSUMERS:
-            return chain
-        chain.append(t)
 
 
 class GraphState:
@@ -373,47 +298,6 @@ class GraphState:
             with graph.name_scope(scope), tf.control_dependencies(gate):
                 self.restored[key] = restore(self.host[key], self.device_of[key] or None)
         return self.restored[key]
-
-
-def _not_upstream_of(deps: list[tf.Tensor], tensors: list[tf.Tensor]) -> list[tf.Tensor]:
-    """``deps`` without the ones ``tensors`` already depend on through data inputs.
-
-    Only ops made after the first of ``deps`` are searched (op ids grow as
-    ops are made), which keeps the search to the ops between two blocks.
-    """
-    if not deps:
-        return deps
-    wanted = {d.op for d in deps}
-    floor = min(op._id for op in wanted)
-    seen, stack, found = set(), [t.op for t in tensors], set()
-    while stack:
-        op = stack.pop()
-        if op in seen or op._id < floor:
-            continue
-        seen.add(op)
-        if op in wanted:
-            found.add(op)
-        stack.extend(t.op for t in op.inputs)
-    return [d for d in deps if d.op not in found]
-
-
-def _held(g):
-    """``g`` made anew under the current control dependencies (None stays None)."""
-    if isinstance(g, tf.IndexedSlices):
-        values, indices = _named_identity(g.values), _named_identity(g.indices)
-        return tf.IndexedSlices(values, indices, g.dense_shape)
-    return _named_identity(g) if isinstance(g, tf.Tensor) else g
-
-
-def _named_identity(t: tf.Tensor) -> tf.Tensor:
-    """``tf.identity(t)`` named ``<t's op>/Identity``.
-
-    Grappler sorts the inputs of commutative ops by name before it reassociates
-    products (``(dy * x) * c`` becomes ``(c * first) * second``, by name); a name
-    next to the original's keeps the tape's order, and its rounding.
-    """
-    with tf.compat.v1.get_default_graph().name_scope(t.op.name + "/"):
-        return tf.identity(t)
 
 
 def graph_state() -> GraphState:

@@ -1,0 +1,40 @@
+"""``kswap pack``: packs a saved trace's step and compares it with the BFC allocator.
+
+Needs no TensorFlow: the trace is read from its JSON file and packed by
+``kswap.allocator``. ``kswap profile --pack`` prints the same report.
+"""
+
+from __future__ import annotations
+
+__all__ = ["_ALGORITHMS", "_pack_cmd", "_pack_report"]
+
+_ALGORITHMS = ("greedy_size", "first_fit", "multi_order", "local_search", "best")
+
+
+def _pack_report(trace, algorithms, plot) -> None:
+    from kswap.allocator import plot_packing
+    from kswap.allocator.report import compare, format_comparison
+
+    comparison = compare(trace, algorithms)
+    print(format_comparison(comparison))
+    if plot:
+        best = comparison.best
+        plot_packing(
+            best.plan, plot, title=f"{trace.metadata.get('model', 'trace')}: {best.algorithm}"
+        )
+        print(f"packing drawn: {plot}")
+
+
+def _pack_cmd(args) -> int:
+    from kswap.trace import Trace
+
+    try:
+        trace = Trace.from_json(args.trace)
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ValueError(
+            f"`trace` must be a kswap trace JSON file. Received: trace={args.trace!r} ({reason})"
+        ) from None
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    _pack_report(trace, algorithms, args.plot)
+    return 0
