@@ -51,8 +51,8 @@ def test_five_fit_steps_match(kind, policy, reference):
     ref, h_ref = reference(kind)
     twin = compile_(build(kind))
     # built before fit, the optimizer's slots do not make fit trace the step
-    # twice (the graph that runs is the same); test_prefetch_zero_matches and
-    # the tests below train the offloaded twin with its optimizer built in fit
+    # twice (the graph that runs is the same); OffloadingModel builds it too
+    # (tests/layers/test_model_api.py), the reference's is built in its fit
     twin.optimizer.build(twin.trainable_variables)
     off = kswap.OffloadingModel(twin, policy=_policy(policy, twin))
     h_off = _fit(off, *data(ref))

@@ -22,6 +22,35 @@ def test_shares_weights_and_optimizer():
     assert off.get_layer("c1").layer is model.get_layer("c1")
 
 
+def _traces_of_one_fit(model, x, y) -> int:
+    """How many times ``fit`` traces ``model``'s train step (Python runs only when tracing)."""
+    count = [0]
+    step = model.train_step
+
+    def counted(data):
+        count[0] += 1
+        return step(data)
+
+    model.train_step = counted
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    return count[0]
+
+
+def test_the_optimizer_is_built_so_fit_traces_the_step_once():
+    ref = compile_(build("residual"))
+    off = kswap.OffloadingModel(compile_(build("residual")))
+    assert not ref.optimizer.built and off.optimizer.built
+    x, y = data(ref)
+    keras.utils.set_random_seed(1)
+    # the plain model's optimizer is built in its first trace, so tf.function traces again
+    assert _traces_of_one_fit(ref, x, y) == 2
+    keras.utils.set_random_seed(1)
+    assert _traces_of_one_fit(off, x, y) == 1
+    assert_same_state(ref, off)
+    for a, b in zip(ref.optimizer.variables, off.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=a.path)  # slots, step
+
+
 def test_nested_models_are_wrapped_inside():
     model = compile_(build("nested"))
     off = kswap.OffloadingModel(model)

@@ -97,7 +97,7 @@ def test_every_action_trains_bit_identically(kind, actions, reference):
     ref, h_ref = reference(kind)
 
     def trained():
-        off = kswap.OffloadingModel(compile_(build(kind)))
+        off = kswap.OffloadingModel(compile_(build(kind)))  # its optimizer built
         apply_plan(off, _planned(off, ACTIONS[actions]))
         return off, _fit(off, *data(ref))
 
