@@ -225,7 +225,9 @@ def _run(job: dict) -> dict:
     shape = tuple(job["input"])
     model = build_model(job["model"], shape, classes=job["classes"], optimizer=job["optimizer"])
     if name != "baseline":
-        model = kswap.OffloadingModel(model)
+        model = kswap.OffloadingModel(model)  # which builds the optimizer
+    else:  # as OffloadingModel does: every run then traces its step once
+        model.optimizer.build(model.trainable_variables)
     _check_allocator()
     result: dict = {"run": name, "model": model.name}
     steps, callbacks, ready, tune_steps = job["steps"], [], (lambda batch: True), 0
