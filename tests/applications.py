@@ -30,8 +30,9 @@ def build(name: str, *, seed: int = 0) -> keras.Model:
     once. Left to ``fit``, the optimizer's slots are created inside the first
     trace, and TensorFlow traces the step a second time without them; the
     graph that runs is the same either way (the second trace), only the first
-    is thrown away. (Models compiled and fitted the lazy way are tested in
-    ``tests/layers/test_exactness.py`` and ``test_any_model.py``.)
+    is thrown away. (Plain models compiled and fitted the lazy way are the
+    references of ``tests/layers/test_exactness.py``; ``kswap.OffloadingModel``
+    builds the optimizer of the model it returns.)
     """
     keras.utils.set_random_seed(seed)
     model = getattr(keras.applications, name)(
