@@ -52,10 +52,10 @@ from types import MappingProxyType
 import numpy as np
 
 from kswap.allocator._exact import EXACT_MAX_BUFFERS
-from kswap.allocator._improve import _Best, _Budget, _improve, _orders
+from kswap.allocator._improve import Best, Budget, improve, try_orders
 from kswap.allocator._instance import Instance
 from kswap.allocator._orders import ORDERS, SWEEP_ORDERS
-from kswap.allocator._problem import _Problem, placement_cost
+from kswap.allocator._problem import Problem, placement_cost
 from kswap.allocator._validate import find_conflict
 
 __all__ = [
@@ -83,12 +83,12 @@ DEFAULT_WORK_BUDGET = 1_500_000_000
 LOCAL_SEARCH_WORK = 1_000_000_000
 
 
-def _run(algorithm: Callable[[_Problem], np.ndarray]) -> Algorithm:
+def _run(algorithm: Callable[[Problem], np.ndarray]) -> Algorithm:
     """Wraps a core algorithm as a registry entry."""
 
     def run(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         inst = Instance(sizes, starts, ends)
-        problem = _Problem(inst)
+        problem = Problem(inst)
         core = algorithm(problem) if problem.n else np.zeros(0, np.int64)
         return inst.full_offsets(core)
 
@@ -98,12 +98,12 @@ def _run(algorithm: Callable[[_Problem], np.ndarray]) -> Algorithm:
     return run
 
 
-def _greedy_size(problem: _Problem) -> np.ndarray:
+def _greedy_size(problem: Problem) -> np.ndarray:
     """Greedy by size with best fit (SmartPool, TFLite)."""
     return problem.place("size")[1]
 
 
-def _first_fit(problem: _Problem) -> np.ndarray:
+def _first_fit(problem: Problem) -> np.ndarray:
     """Greedy by size with first fit."""
     return problem.place("size", best_fit=False)[1]
 
@@ -125,22 +125,22 @@ _BEST_GENERIC_STEPS = (
 )
 
 
-def _multi_order(problem: _Problem) -> np.ndarray:
+def _multi_order(problem: Problem) -> np.ndarray:
     """Best fit under several orders; the smallest arena."""
-    found = _Best(problem)
-    _orders(problem, found, _MULTI_ORDER_STEPS)
+    found = Best(problem)
+    try_orders(problem, found, _MULTI_ORDER_STEPS)
     return found.offsets
 
 
-def _local_search(problem: _Problem) -> np.ndarray:
+def _local_search(problem: Problem) -> np.ndarray:
     """``multi_order``, then exact search, or squeaky wheel and local search."""
-    found = _Best(problem)
-    _orders(problem, found, _MULTI_ORDER_STEPS)
-    _improve(problem, found, _Budget(LOCAL_SEARCH_WORK))
+    found = Best(problem)
+    try_orders(problem, found, _MULTI_ORDER_STEPS)
+    improve(problem, found, Budget(LOCAL_SEARCH_WORK))
     return found.offsets
 
 
-def _best_steps(problem: _Problem, work_budget: int) -> tuple[tuple[str, bool], ...]:
+def _best_steps(problem: Problem, work_budget: int) -> tuple[tuple[str, bool], ...]:
     """The ``(order, best_fit)`` steps of ``"best"``, most useful first.
 
     Greedy by size comes first - or, when its cost exceeds twice the budget,
@@ -194,16 +194,16 @@ def best(
             to spend, the first step included.
     """
     inst = Instance(sizes, starts, ends)
-    problem = _Problem(inst)
+    problem = Problem(inst)
     if problem.n == 0:
         return inst.full_offsets(np.zeros(0, np.int64))
-    found = _Best(problem)
-    budget = _Budget(work_budget)
+    found = Best(problem)
+    budget = Budget(work_budget)
     first, *rest = _best_steps(problem, work_budget)
     budget.spend(min(problem.cost(first[0]), budget.left))
-    _orders(problem, found, (first,))
-    _orders(problem, found, tuple(rest), budget)
-    _improve(problem, found, budget)
+    try_orders(problem, found, (first,))
+    try_orders(problem, found, tuple(rest), budget)
+    improve(problem, found, budget)
     for _, offsets, _, _ in sorted(found.seen, key=lambda item: item[0]):
         full = inst.full_offsets(offsets)
         if find_conflict(inst.sizes, inst.starts, inst.ends, full) is None:

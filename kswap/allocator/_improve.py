@@ -1,10 +1,10 @@
 """Searching for a smaller arena within a work budget.
 
 The steps the algorithms of :mod:`kswap.allocator._algorithms` share:
-:class:`_Best` records every placement tried and the best of them,
-:class:`_Budget` counts the work units left, :func:`_orders` places the
+:class:`Best` records every placement tried and the best of them,
+:class:`Budget` counts the work units left, :func:`try_orders` places the
 buffers in a series of orders (those the budget pays for), and
-:func:`_improve` spends what is left on exact branch and bound (for up to
+:func:`improve` spends what is left on exact branch and bound (for up to
 :data:`~kswap.allocator._exact.EXACT_MAX_BUFFERS` buffers) or on
 squeaky-wheel re-ordering and a local search over orders
 (:mod:`kswap.allocator._search`). Work is counted, not timed, so the search
@@ -13,11 +13,11 @@ is deterministic.
 Example:
     >>> import numpy as np
     >>> from kswap.allocator._instance import Instance
-    >>> from kswap.allocator._problem import _Problem
+    >>> from kswap.allocator._problem import Problem
     >>> sizes, starts, ends = np.array([4, 2, 2]), np.array([0, 1, 3]), np.array([2, 4, 5])
-    >>> problem = _Problem(Instance(sizes, starts, ends))
-    >>> found = _Best(problem)
-    >>> _orders(problem, found, (("size", False), ("start", True)))
+    >>> problem = Problem(Instance(sizes, starts, ends))
+    >>> found = Best(problem)
+    >>> try_orders(problem, found, (("size", False), ("start", True)))
     >>> found.offsets.tolist(), found.arena, found.optimal, len(found.seen)
     ([0, 4, 0], 6, True, 1)
 """
@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from kswap.allocator._exact import EXACT_MAX_BUFFERS, exact_pack
-from kswap.allocator._problem import _Problem
+from kswap.allocator._problem import Problem
 from kswap.allocator._search import improve_order, squeaky_wheel
 
-__all__ = ["_Best", "_Budget", "_improve", "_orders"]
+__all__ = ["Best", "Budget", "improve", "try_orders"]
 
 # Cost model of the search, in work units (see kswap.allocator._problem).
 _EXACT_PER_NODE_PAIR = 60  # a branch-and-bound node costs this times n ** 2
@@ -40,10 +40,10 @@ _SQUEAKY_ROUNDS = 6  # squeaky-wheel re-orderings at most, before local search
 _MIN_SEARCH_PLACEMENTS = 20  # local search is skipped if it cannot pay for these
 
 
-class _Best:
+class Best:
     """The placements tried so far, and the best of them."""
 
-    def __init__(self, problem: _Problem) -> None:
+    def __init__(self, problem: Problem) -> None:
         self.problem = problem
         self.arena = -1
         self.offsets: np.ndarray | None = None
@@ -73,7 +73,7 @@ class _Best:
         return min(ordered, key=lambda item: item[0])  # the first of the smallest
 
 
-class _Budget:
+class Budget:
     """Work units left to spend."""
 
     def __init__(self, work: int) -> None:
@@ -87,11 +87,11 @@ class _Budget:
         return True
 
 
-def _orders(
-    problem: _Problem,
-    found: _Best,
+def try_orders(
+    problem: Problem,
+    found: Best,
     steps: tuple[tuple[str, bool], ...],
-    budget: _Budget | None = None,
+    budget: Budget | None = None,
 ) -> None:
     """Tries ``(order, best_fit)`` steps (those the budget pays for).
 
@@ -106,7 +106,7 @@ def _orders(
         found.offer(offsets, order, best_fit)
 
 
-def _improve(problem: _Problem, found: _Best, budget: _Budget) -> None:
+def improve(problem: Problem, found: Best, budget: Budget) -> None:
     """Exact search for a few buffers; else squeaky wheel, then local search.
 
     Spends what the budget pays for, deterministically: branch-and-bound

@@ -1,6 +1,6 @@
 """An instance's core as the packing algorithms see it, and the cost model.
 
-:class:`_Problem` holds the core of an :class:`~kswap.allocator._instance.Instance`
+:class:`Problem` holds the core of an :class:`~kswap.allocator._instance.Instance`
 (the buffers not stacked at the bottom), builds the placement engines on
 first use - dense (:mod:`~kswap.allocator._place_dense`), batched
 (:mod:`~kswap.allocator._place_batched`), simple
@@ -15,7 +15,7 @@ Example:
     >>> import numpy as np
     >>> from kswap.allocator._instance import Instance
     >>> sizes, starts, ends = np.array([4, 2, 2]), np.array([0, 1, 3]), np.array([2, 4, 5])
-    >>> problem = _Problem(Instance(sizes, starts, ends))
+    >>> problem = Problem(Instance(sizes, starts, ends))
     >>> order, offsets = problem.place("size")
     >>> offsets.tolist(), problem.arena(offsets), problem.lower
     ([0, 4, 0], 6, 6)
@@ -37,7 +37,7 @@ from kswap.allocator._place_dense import DensePlacer, scan_length
 from kswap.allocator._place_simple import SimplePlacer
 from kswap.allocator._place_sweep import sweep_place
 
-__all__ = ["_Problem", "placement_cost"]
+__all__ = ["Problem", "placement_cost"]
 
 # Cost model, in work units (fitted on random, synthetic and real instances).
 _ORDER_PER_BUFFER = 600  # sorting the keys, contention
@@ -45,7 +45,7 @@ _SWEEP_PER_BUFFER = 1_700
 _DENSE_PER_BUFFER = 7_500
 _DENSE_PER_SCANNED = 1
 _DENSE_PER_PAIR = 30
-_BATCHED_FIXED = 10_000_000  # only for sparse instances: see _Problem.use_dense
+_BATCHED_FIXED = 10_000_000  # only for sparse instances: see Problem.use_dense
 _BATCHED_PER_BUFFER = 3_000
 _BATCHED_PER_PAIR = 50
 _BATCHED_CONTENTION_FACTOR = 2  # those orders make smaller batches
@@ -55,7 +55,7 @@ _SIMPLE_BUILD_PER_PAIR = 300
 _DENSE_PAIRS_PER_BUFFER = 64  # denser: the dense engine, and the time sweeps first
 
 
-class _Problem:
+class Problem:
     """The core of an instance with its placers, built on first use."""
 
     def __init__(self, inst: Instance) -> None:
@@ -180,4 +180,4 @@ class _Problem:
 
 def placement_cost(sizes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
     """Work units of placing the buffers in one order (greedy by size's cost)."""
-    return _Problem(Instance(sizes, starts, ends)).cost("size")
+    return Problem(Instance(sizes, starts, ends)).cost("size")

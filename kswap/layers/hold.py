@@ -2,22 +2,21 @@
 
 :meth:`kswap.layers.schedule.GraphState.arrive` makes the gradient a block's
 backward starts from anew under control dependencies on the gradients the
-block before made: :func:`_not_upstream_of` leaves out those it is computed
+block before made: :func:`not_upstream_of` leaves out those it is computed
 from anyway (a control edge into a product stops Grappler reassociating it),
-and :func:`_held` makes the new tensors with :func:`_named_identity`, named
+and :func:`held` makes the new tensors with :func:`named_identity`, named
 next to the originals so that Grappler, which sorts a product's inputs by
-name, rounds it as in the tape's own graph. Private to the schedule; the
-names keep their underscores as moved from :mod:`kswap.layers.schedule`.
+name, rounds it as in the tape's own graph. Used by the schedule only.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["_held", "_named_identity", "_not_upstream_of"]
+__all__ = ["held", "named_identity", "not_upstream_of"]
 
 
-def _not_upstream_of(deps: list[tf.Tensor], tensors: list[tf.Tensor]) -> list[tf.Tensor]:
+def not_upstream_of(deps: list[tf.Tensor], tensors: list[tf.Tensor]) -> list[tf.Tensor]:
     """``deps`` without the ones ``tensors`` already depend on through data inputs.
 
     Only ops made after the first of ``deps`` are searched (op ids grow as
@@ -39,15 +38,15 @@ def _not_upstream_of(deps: list[tf.Tensor], tensors: list[tf.Tensor]) -> list[tf
     return [d for d in deps if d.op not in found]
 
 
-def _held(g):
+def held(g):
     """``g`` made anew under the current control dependencies (None stays None)."""
     if isinstance(g, tf.IndexedSlices):
-        values, indices = _named_identity(g.values), _named_identity(g.indices)
+        values, indices = named_identity(g.values), named_identity(g.indices)
         return tf.IndexedSlices(values, indices, g.dense_shape)
-    return _named_identity(g) if isinstance(g, tf.Tensor) else g
+    return named_identity(g) if isinstance(g, tf.Tensor) else g
 
 
-def _named_identity(t: tf.Tensor) -> tf.Tensor:
+def named_identity(t: tf.Tensor) -> tf.Tensor:
     """``tf.identity(t)`` named ``<t's op>/Identity``.
 
     Grappler sorts the inputs of commutative ops by name before it reassociates

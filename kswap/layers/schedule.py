@@ -41,9 +41,9 @@ import weakref
 import tensorflow as tf
 
 from kswap import transfer
-from kswap.layers.hold import _held, _not_upstream_of
+from kswap.layers.hold import held, not_upstream_of
 from kswap.layers.rewrites import chainable
-from kswap.layers.shapes import _FUSES_WITH_CONSUMERS, shape_chain
+from kswap.layers.shapes import FUSES_WITH_CONSUMERS, shape_chain
 from kswap.layers.tensors import canonical, dense_parts, nominal_bytes
 
 __all__ = [
@@ -172,7 +172,7 @@ class GraphState:
                 self.shape_sources[c.ref()] = member  # its shape is read from the host copy
                 return
         source = chain[-1]
-        if any(canonical(x).op.type in _FUSES_WITH_CONSUMERS for x in source.op.inputs):
+        if any(canonical(x).op.type in FUSES_WITH_CONSUMERS for x in source.op.inputs):
             source = c
         if source.ref() not in self.shapes:
             self.shapes[source.ref()] = tf.shape(source)
@@ -227,10 +227,10 @@ class GraphState:
             before = inputs + weights if prefetch == 0 else inputs
             # what ``upstream`` is computed from needs no control edge (Grappler
             # reassociates no product whose nodes have one)
-            before = _not_upstream_of(before, dense_parts(upstream))
+            before = not_upstream_of(before, dense_parts(upstream))
             if before:
                 with tf.control_dependencies(before):
-                    upstream = [_held(g) for g in upstream]
+                    upstream = [held(g) for g in upstream]
         present = dense_parts(upstream)
         if present and index not in self.arrivals:
             self.arrivals[index] = present[0]

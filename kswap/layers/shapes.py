@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from kswap.layers.tensors import canonical
 
-__all__ = ["_FUSES_WITH_CONSUMERS", "shape_chain", "shape_source"]
+__all__ = ["FUSES_WITH_CONSUMERS", "shape_chain", "shape_source"]
 
 
 #: Ops whose output has the shape of their inputs broadcast together.
@@ -42,7 +42,7 @@ _ELEMENTWISE = frozenset(
 
 #: Ops the remapper fuses with the elementwise ops that read their output (a bias, an
 #: activation): a shape is never read from their output, which would stop the fusion.
-_FUSES_WITH_CONSUMERS = frozenset(
+FUSES_WITH_CONSUMERS = frozenset(
     {
         "Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2",
         "BatchMatMulV3", "FusedBatchNormV3", "_FusedConv2D", "_FusedMatMul",
@@ -65,7 +65,7 @@ def shape_chain(t: tf.Tensor) -> list[tf.Tensor]:
     """``t`` and the producers :func:`shape_source` walks through, ``t`` first.
 
     Every one has ``t``'s shape at run time; the last is ``shape_source(t)``.
-    The walk stops below the output of an op in :data:`_FUSES_WITH_CONSUMERS`.
+    The walk stops below the output of an op in :data:`FUSES_WITH_CONSUMERS`.
     """
     chain = [t]
     while True:
@@ -92,6 +92,6 @@ def shape_chain(t: tf.Tensor) -> list[tf.Tensor]:
         if len(sources) != 1:
             return chain
         t = canonical(dynamic[0])
-        if t.op.type in _FUSES_WITH_CONSUMERS:
+        if t.op.type in FUSES_WITH_CONSUMERS:
             return chain
         chain.append(t)
