@@ -97,14 +97,19 @@ def _layer_table(rows: dict, peak: int, top: int) -> None:
         parts = "".join(f"{c / _MIB:>10,.1f}" for c in cells)
         return f"  {name:<{width}}  {total / _MIB:>9,.1f}  {share:5.1f}%{parts}"
 
-    for name, phases in items[:top]:
+    _print_top(items, top, line)
+
+
+def _print_top(rows: list, top: int, line) -> None:
+    """Prints the first ``top`` rows with ``line``, then one row summing the rest by phase."""
+    for name, phases in rows[:top]:
         print(line(name, phases))
-    if len(items) > top:
+    if len(rows) > top:
         rest: dict[str, int] = {}
-        for _, phases in items[top:]:
-            for p, size in phases.items():
-                rest[p] = rest.get(p, 0) + size
-        print(line(f"({len(items) - top} more)", rest))
+        for _, phases in rows[top:]:
+            for p, n in phases.items():
+                rest[p] = rest.get(p, 0) + n
+        print(line(f"({len(rows) - top} more)", rest))
 
 
 _TIME_COLUMNS = ("forward", "backward", "transfer", "update")
@@ -134,14 +139,7 @@ def _time_table(trace, top: int) -> None:
         cells = "".join(f"{phases.get(c, 0) / 1e6:>10,.2f}" for c in _TIME_COLUMNS)
         return f"  {name:<{width}}  {sum(phases.values()) / 1e6:>9,.2f}{cells}"
 
-    for name, phases in rows[:top]:
-        print(line(name, phases))
-    if len(rows) > top:
-        rest: dict[str, int] = {}
-        for _, phases in rows[top:]:
-            for p, ns in phases.items():
-                rest[p] = rest.get(p, 0) + ns
-        print(line(f"({len(rows) - top} more)", rest))
+    _print_top(rows, top, line)
 
 
 def _measure_cmd(args) -> int:

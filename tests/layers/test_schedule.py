@@ -221,19 +221,10 @@ def test_with_one_inter_op_thread_batch_normalization_trains_bit_identically(one
 def _one_thread_main(*args: str) -> dict:
     """``python -m tests.layers.one_thread_main *args`` in a fresh process: its JSON."""
     import json
-    import subprocess
-    import sys
 
-    from tests.scripts import ROOT, script_env
+    from tests.scripts import run_python
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.layers.one_thread_main", *args],
-        capture_output=True,
-        text=True,
-        env=script_env(),
-        cwd=ROOT,
-        timeout=600,
-    )
+    proc = run_python("-m", "tests.layers.one_thread_main", *args, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["inter_op_threads"] == 1

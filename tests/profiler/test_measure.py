@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -8,7 +6,7 @@ import tensorflow as tf
 
 import kswap
 from tests.profiler.models import chain, data
-from tests.scripts import ROOT, script_env
+from tests.scripts import run_python
 
 
 def test_measure_fields():
@@ -87,14 +85,7 @@ def test_step_peak_scales_with_batch_when_activations_dominate():
     # measurements: on a loaded machine the executor has run independent ops in
     # an order that held 6.5-7.5 outputs at batch 8, where it held 4.3-4.8 in
     # most runs.
-    proc = subprocess.run(
-        [sys.executable, "-c", _SCALING, json.dumps(sizes)],
-        capture_output=True,
-        text=True,
-        env=script_env(),
-        cwd=ROOT,
-        timeout=300,
-    )
+    proc = run_python("-c", _SCALING, json.dumps(sizes), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     peaks = [min(pair) for pair in json.loads(proc.stdout.strip().splitlines()[-1])]
     # weights are a few KiB, so the peak is a number of layer outputs (0.5 MiB
