@@ -39,7 +39,7 @@ def demo(tmp_path_factory):
     # budget 0.7: on some CPUs no plan reaches 0.5 of this small CNN (the smallest
     # feasible was 0.54 on an AMD EPYC: its convolution gradients' temporaries);
     # what is tested here is the demo's output, so AutoTune must make a plan
-    args = ["--model", "tests.test_demo:small", "--input", "48,48,3", "--batch", "16"]
+    args = ["--model", "tests.test_demo:small", "--input", "64,64,3", "--batch", "16"]
     args += ["--budget", "0.7"]
     env = script_env()
     proc = subprocess.run(
