@@ -172,7 +172,7 @@ def test_the_loop_plans_applies_measures_and_trains_as_the_plain_model():
     result = run_main()
     assert result["rounds"] >= 1 and result["start_peak_bytes"] > 0
     assert result["first_measured"]  # the step after the first plan was profiled
-    assert result["baseline_measured"]
+    assert result["baseline_measured"], result["baseline"]
     assert result["actions_are_the_plan"] or result["restored"]
     assert result["losses_identical"] and result["weights_identical"], result
 
