@@ -20,9 +20,9 @@ import keras
 import numpy as np
 
 import kswap
+from kswap.planning import smallest_budget
 from kswap.profiler.profile import read_trace, xplane_files
-from kswap.tuning import AutoTune, current_actions
-from kswap.tuning import rounds as first_plans
+from kswap.tuning import AutoTune, closed_loop, current_actions
 from tests.tuning.test_autotune import BATCH, _data, _model
 
 #: The budget of both runs: AutoTune must make a plan, whatever CPU kernels TensorFlow
@@ -71,10 +71,16 @@ def main() -> None:
     if args.logdir:
         print(json.dumps(report(args.logdir)))
         return
-    # the smallest feasible budgets the first plan was held against (its third rule)
-    lowest: list[int] = []
-    smallest = first_plans.smallest_budget
-    first_plans.smallest_budget = lambda *a, **k: lowest.append(smallest(*a, **k)) or lowest[-1]
+    # what the first plan was made from (a second round widens the workload, and
+    # with it the allocator's extra)
+    first: dict = {}
+    make_first = closed_loop.first_plan
+
+    def recorded_first_plan(workload, budget, link, **kwargs):
+        first.update(kwargs, lowest=smallest_budget(workload, link))
+        return make_first(workload, budget, link, **kwargs)
+
+    closed_loop.first_plan = recorded_first_plan
     x, y = _data()
     ref = _model()
     keras.utils.set_random_seed(1)
@@ -83,9 +89,9 @@ def main() -> None:
     tune = AutoTune(BUDGET, timed_steps=1, profile_steps=1, max_rounds=2, verbose=0, link="pcie4")
     keras.utils.set_random_seed(1)
     h_off = off.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[tune])
-    first_plans.smallest_budget = smallest
-    first_target = tune.rounds[0].target_bytes if tune.rounds else None
-    overhead = 1 + tune.allocator_overhead
+    closed_loop.first_plan = make_first
+    target = tune.rounds[0].target_bytes if tune.rounds else None
+    overhead = 1 + first.get("allocator_overhead", 0.0)
     planned = dict(zip(tune.plan.blocks, tune.plan.actions, strict=True)) if tune.plan else None
     result = {
         "rounds": len(tune.rounds),
@@ -99,20 +105,19 @@ def main() -> None:
         and tune.budget_bytes == int(BUDGET * tune.baseline_peak_bytes)
         # the first plan leaves the headroom and the allocator's extra free where it
         # can; where no plan meets either, it is made for the smallest feasible budget
-        and first_target
+        and target
         in (
             tune.budget_bytes,
-            int(tune.budget_bytes * (1 - tune.headroom) / overhead),
+            int(tune.budget_bytes * (1 - first["headroom"]) / overhead),
             int(tune.budget_bytes / overhead),
-            *(b for b in lowest if b < tune.budget_bytes / overhead),
+            # where no plan meets either: the smallest feasible budget
+            *([first["lowest"]] if first["lowest"] < tune.budget_bytes / overhead else []),
         ),
         "baseline": {
             "baseline_peak_bytes": tune.baseline_peak_bytes,
             "budget_bytes": tune.budget_bytes,
-            "first_target_bytes": first_target,
-            "headroom": tune.headroom,
-            "allocator_overhead": tune.allocator_overhead,
-            "smallest_budgets": lowest,
+            "first_target_bytes": target,
+            "first_plan": first,
         },
         "losses_identical": h_off.history["loss"] == h_ref,
         "weights_identical": all(
