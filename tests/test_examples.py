@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 import subprocess
 import sys
 
@@ -117,8 +118,14 @@ def test_static_plan_vgg16(vgg16_plan):
     assert actions["block1_conv2"] != "keep"
 
 
-def test_static_plan_vgg16_below_its_floor_plans_for_the_smallest_feasible_budget(tmp_path):
-    out = run("static_plan_vgg16", "--out", str(tmp_path), "--budget", "10GiB", cwd=tmp_path)
+def test_static_plan_vgg16_below_its_floor_plans_for_the_smallest_feasible_budget(
+    tmp_path, monkeypatch, capsys
+):
+    # in this process: nothing is allocated or run, and the fresh-process run is above
+    script = os.path.join(EXAMPLES, "static_plan_vgg16.py")
+    monkeypatch.setattr(sys, "argv", [script, "--out", str(tmp_path), "--budget", "10GiB"])
+    runpy.run_path(script, run_name="__main__")
+    out = capsys.readouterr().out
     assert "No plan meets budget='10GiB' (10 GiB). The smallest feasible budget is 10.4 GiB" in out
     plan = Plan.from_json((tmp_path / "vgg16_plan.json").read_text())
     assert round(plan.budget_bytes / GIB, 2) == round(plan.predicted_peak_bytes / GIB, 2) == 10.36
