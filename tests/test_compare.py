@@ -20,7 +20,7 @@ def _run(*args: str, timeout: float):
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
     proc = _run(
-        "--quick", "--repeats", "1", "--methods", ",".join(METHODS), "--scan-limit", "3",
+        "--quick", "--repeats", "1", "--methods", ",".join(METHODS), "--scan-limit", "2",
         "--out", str(out),
         timeout=240,
     )  # fmt: skip
