@@ -11,7 +11,7 @@ own weights), warms each up with a ``model.fit`` step and one more step, then
 runs ``--rounds`` rounds of one step per variant and reports median step
 times and their ratio to the first variant, and how long each variant's first
 step took (tracing the training function included). Steps run fit's own
-graph (``kswap.profiler.profile.FitSteps``: ``train_function`` on a dataset of
+graph (``kswap.profiler.fit_steps.FitSteps``: ``train_function`` on a dataset of
 one batch, batch dimension unknown as fit traces arrays). The process's CPU
 time per step (all threads) is reported too: on a shared machine it drifts
 less than wall time. Memory is not measured here. On a machine without a GPU
@@ -45,7 +45,7 @@ def main() -> None:
         p.error(f"--rounds must be >= 1. Received: {args.rounds}")
 
     from kswap.modelspec import synthetic_data
-    from kswap.profiler.profile import FitSteps
+    from kswap.profiler.fit_steps import FitSteps
 
     variants = args.variants.split(",")
     steps, data, first = {}, None, {}

@@ -161,7 +161,7 @@ def time_worker(args) -> None:
     import kswap
     from kswap import transfer
     from kswap.modelspec import synthetic_data
-    from kswap.profiler.profile import FitSteps
+    from kswap.profiler.fit_steps import FitSteps
     from kswap.trace import busy_ns
 
     models, steps, data, tuned = {}, {}, None, None

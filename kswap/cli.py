@@ -20,10 +20,8 @@ import argparse
 import os
 import sys
 
-from kswap._commands.demo import _demo_cmd
-from kswap._commands.pack import _ALGORITHMS, _pack_cmd
-from kswap._commands.plan import _plan_cmd, _positive_int
-from kswap._commands.profile import _measure_cmd, _profile
+from kswap._commands import demo, pack, plan, profile
+from kswap.allocator.report import DEFAULT_ALGORITHMS
 
 __all__ = ["main"]
 
@@ -35,11 +33,11 @@ _MEASURE_STEPS = 3
 
 
 def _positive_arg(name: str):
-    """An argparse ``type`` for an integer >= 1: ``_positive_int`` as a parse error."""
+    """An argparse ``type`` for an integer >= 1 (``plan.positive_int``), as a parse error."""
 
     def parse(text: str) -> int:
         try:
-            return _positive_int(text, name)
+            return plan.positive_int(text, name)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -96,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     k = sub.add_parser("pack", help="pack a saved trace's step; compare with the BFC allocator")
     k.error = _one_line_error(k)  # type: ignore[method-assign]
     k.add_argument("trace", help="a trace saved by `kswap profile --save` or Trace.to_json")
-    k.add_argument("--algorithms", default=",".join(_ALGORITHMS), help="comma-separated")
+    k.add_argument("--algorithms", default=",".join(DEFAULT_ALGORITHMS), help="comma-separated")
     k.add_argument("--plot", default=None, help="draw the best packing (PNG)")
     m = sub.add_parser("measure", help="device peak and step time (--json: as JSON)")
     _add_model_args(m, _MEASURE_STEPS, "timed and profiled steps, as kswap.measure")
@@ -183,14 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up quiet
     try:
         if args.command == "profile":
-            return _profile(args)
+            return profile.run(args)
         if args.command == "pack":
-            return _pack_cmd(args)
+            return pack.run(args)
         if args.command == "plan":
-            return _plan_cmd(args)
+            return plan.run(args)
         if args.command == "demo":
-            return _demo_cmd(args)
-        return _measure_cmd(args)
+            return demo.run(args)
+        return profile.run_measure(args)
     except ValueError as e:
         message = " ".join(str(e).split())  # one line
         print(f"kswap: error: {message}", file=sys.stderr)

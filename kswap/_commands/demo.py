@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["_demo_cmd"]
+__all__ = ["run"]
 
 
-def _demo_cmd(args) -> int:
+def run(args) -> int:
+    """``kswap demo``."""
     from kswap.demo import Options, run_demo
     from kswap.demo.runner import parse_input
 

@@ -6,12 +6,11 @@ Needs no TensorFlow: the trace is read from its JSON file and packed by
 
 from __future__ import annotations
 
-__all__ = ["_ALGORITHMS", "_pack_cmd", "_pack_report"]
-
-_ALGORITHMS = ("greedy_size", "first_fit", "multi_order", "local_search", "best")
+__all__ = ["report", "run"]
 
 
-def _pack_report(trace, algorithms, plot) -> None:
+def report(trace, algorithms, plot) -> None:
+    """Prints the packing report of ``trace`` for ``algorithms``; draws the best to ``plot``."""
     from kswap.allocator import plot_packing
     from kswap.allocator.report import compare, format_comparison
 
@@ -25,7 +24,8 @@ def _pack_report(trace, algorithms, plot) -> None:
         print(f"packing drawn: {plot}")
 
 
-def _pack_cmd(args) -> int:
+def run(args) -> int:
+    """``kswap pack``."""
     from kswap.trace import Trace
 
     try:
@@ -36,5 +36,5 @@ def _pack_cmd(args) -> int:
             f"`trace` must be a kswap trace JSON file. Received: trace={args.trace!r} ({reason})"
         ) from None
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    _pack_report(trace, algorithms, args.plot)
+    report(trace, algorithms, args.plot)
     return 0

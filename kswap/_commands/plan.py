@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["_plan_cmd", "_positive_int"]
+__all__ = ["positive_int", "run"]
 
 
-def _positive_int(text: str, name: str) -> int:
+def positive_int(text: str, name: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -22,12 +22,13 @@ def _positive_int(text: str, name: str) -> int:
     return value
 
 
-def _plan_cmd(args) -> int:
+def run(args) -> int:
+    """``kswap plan``."""
     from kswap.planning.budget import format_bytes
 
     # everything that needs no model is checked first, before TensorFlow starts
-    batch = _positive_int(args.batch, "batch")
-    classes = _positive_int(args.classes, "classes")
+    batch = positive_int(args.batch, "batch")
+    classes = positive_int(args.classes, "classes")
     from kswap.estimate.plan import check_plan_arguments, static_plan
 
     _, link, device = check_plan_arguments(args.budget, args.link, args.device, args.strategy)

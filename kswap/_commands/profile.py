@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import sys
 
-from kswap._commands.pack import _ALGORITHMS, _pack_report
+from kswap._commands import pack
+from kswap.allocator.report import DEFAULT_ALGORITHMS
 
-__all__ = ["_measure_cmd", "_profile"]
+__all__ = ["run", "run_measure"]
 
 _MIB = 1024 * 1024
 
@@ -47,7 +48,8 @@ def _measure(args, logdir=None):
     return model, measure_batches(model, batches, steps, logdir, progress=_log)
 
 
-def _profile(args) -> int:
+def run(args) -> int:
+    """``kswap profile``."""
     model, m = _measure(args, args.logdir)
     trace = m.trace
     label = " (emulated on CPU:0)" if m.emulated else ""
@@ -71,7 +73,7 @@ def _profile(args) -> int:
         print(f"kswap trace: {args.save}")
     if args.pack:
         print()
-        _pack_report(trace, _ALGORITHMS, args.plot)
+        pack.report(trace, DEFAULT_ALGORITHMS, args.plot)
     return 0
 
 
@@ -142,7 +144,8 @@ def _time_table(trace, top: int) -> None:
     _print_top(rows, top, line)
 
 
-def _measure_cmd(args) -> int:
+def run_measure(args) -> int:
+    """``kswap measure``."""
     model, m = _measure(args)
     d = m.to_dict()
     d["model"] = args.model

@@ -163,8 +163,9 @@ def best(
     """The smallest valid packing the other algorithms find within a work budget.
 
     Which steps run depends on the instance alone (its numbers of buffers
-    and of overlapping lifetimes, through the cost model of this module),
-    never on the clock, so the result is the same on every machine.
+    and of overlapping lifetimes, through the cost model of
+    :mod:`kswap.allocator._problem`), never on the clock, so the result is
+    the same on every machine.
 
     First runs greedy by size - or, when lifetimes overlap so much that it
     would cost more than twice the budget, the start-time sweep

@@ -40,9 +40,10 @@ from kswap.layers import calls as calls_lib
 from kswap.layers import custom as custom_lib
 from kswap.layers import loops as loops_lib
 from kswap.layers import recompute, replay, saved
-from kswap.layers.chain import dense_parts, order_backward
+from kswap.layers.chain import order_backward
 from kswap.layers.per_use import Slots, split_uses, unique
 from kswap.layers.schedule import GraphState
+from kswap.layers.tensors import dense_parts
 
 __all__ = ["offload_reads", "replay_grad", "recompute_grad"]
 

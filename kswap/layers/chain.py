@@ -10,11 +10,23 @@ products and sums with a constant it reassociates, reductions it folds, and
 ops oneDNN merges only without control inputs are left out of the chain.
 
 Example:
+    Three products made before the sums that read them: chained, each
+    product waits for the sum of the one before, so one product is alive at
+    a time instead of three.
+
     >>> import tensorflow as tf
-    >>> from kswap.layers.chain import dense_parts
-    >>> g = tf.IndexedSlices(tf.ones([2, 3]), tf.constant([0, 2]), tf.constant([4, 3]))
-    >>> [tuple(t.shape) for t in dense_parts([tf.ones([3]), g, None])]
-    [(3,), (2, 3), (2,)]
+    >>> from kswap.layers.chain import order_backward
+    >>> graph = tf.Graph()
+    >>> with graph.as_default():
+    ...     x = tf.ones([256, 256])
+    ...     known = set(graph.get_operations())
+    ...     products = [tf.matmul(x, x) for _ in range(3)]
+    ...     sums = [tf.reduce_sum(p) for p in products]
+    ...     new = [op for op in graph.get_operations() if op not in known]
+    ...     order_backward(new, sums)
+    True
+    >>> [[c.name for c in op.control_inputs] for op in new if op.type == "MatMul"]
+    [[], ['Sum'], ['Sum_1']]
 """
 
 from __future__ import annotations
@@ -30,12 +42,9 @@ from kswap.trace.build import in_scope
 __all__ = [
     "CHAIN_SCRATCH",
     "ORDER_BACKWARD",
-    "PASS_THROUGH",
     "beside_chain",
     "chain_scratch",
     "chainable",
-    "dense_parts",
-    "nominal_bytes",
     "order_backward",
     "scratch_chained",
 ]

@@ -41,7 +41,7 @@ class FitSteps:
 
     Example:
         >>> import keras, numpy as np
-        >>> from kswap.profiler.profile import FitSteps
+        >>> from kswap.profiler.fit_steps import FitSteps
         >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
         >>> model.compile("sgd", "mse")
         >>> steps = FitSteps(model, [(np.ones((8, 4)), np.ones((8, 2)))] * 2)

@@ -31,7 +31,8 @@ from kswap.optimizer_state import host_variables
 from kswap.profiler import _data
 from kswap.profiler._isolate import modules_to_import, one_line
 from kswap.profiler._state import preserved_state
-from kswap.profiler.profile import FitSteps, _check_allocator, _profile
+from kswap.profiler.fit_steps import FitSteps
+from kswap.profiler.profile import _check_allocator, _profile
 from kswap.trace import Trace
 
 __all__ = ["Measurement", "measure"]
@@ -86,7 +87,7 @@ def measure(
     A warm-up step (through ``model.fit``, which traces the training
     function), ``steps`` timed steps (no profiler), then ``steps`` profiled
     steps, each run as ``fit`` runs its steps: see
-    :class:`kswap.profiler.profile.FitSteps`. The model's state is restored
+    :class:`kswap.profiler.fit_steps.FitSteps`. The model's state is restored
     afterwards.
 
     The allocator counts every live tensor of the process, another model's

@@ -15,7 +15,8 @@ import tensorflow as tf
 
 import kswap
 from kswap.layers import Offload
-from kswap.layers.chain import dense_parts, order_backward
+from kswap.layers.chain import order_backward
+from kswap.layers.tensors import dense_parts
 
 SEED = 11
 

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 import kswap
-from kswap.profiler.profile import FitSteps, run_steps
+from kswap.profiler.fit_steps import FitSteps, run_steps
 from tests.profiler import custom
 from tests.profiler.models import chain
 from tests.profiler.models import data as chain_data
