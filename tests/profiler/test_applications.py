@@ -14,12 +14,12 @@ from tests import applications
 def test_peak_agrees_with_get_memory_info(name):
     # a model another test has trained (its step traced, batch size unknown as
     # in these steps) when there is one;
-    # 32x32 inputs at batch 64 make as many activations as 64x64 at batch 16
+    # 32x32 inputs at batch 32 make as many activations as 64x64 at batch 8
     model = applications.take(name)
     rng = np.random.default_rng(0)
-    x = rng.random((128, *applications.INPUT_SHAPE), dtype=np.float32)
-    y = rng.integers(0, applications.CLASSES, 128)
-    trace = kswap.profile(model, x, y, steps=2, batch_size=64)
+    x = rng.random((64, *applications.INPUT_SHAPE), dtype=np.float32)
+    y = rng.integers(0, applications.CLASSES, 64)
+    trace = kswap.profile(model, x, y, steps=2, batch_size=32)
     # profile() resets the allocator's peak just before the profiled steps and
     # reads get_memory_info("CPU:0")["peak"] right after them
     allocator_peak = trace.metadata["allocator_peak_bytes"]
