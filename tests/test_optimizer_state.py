@@ -130,8 +130,11 @@ def test_profile_counts_the_slots_as_host_bytes():
 
 
 def test_isolated_measure_keeps_the_state_on_the_host():
-    # Adam's slots (8 MiB) dwarf the activations, so the executor's ordering
-    # (tens of KiB on a tiny model) cannot hide them
+    # Adam's slots (8 MiB) move from what the device holds when a step begins
+    # (its peak less the step's own) to the host tier. The whole peaks are not
+    # compared: the executor's order moves the plain step's own peak by one
+    # 4 MiB gradient (8.4 or 12.6 MiB), which once left the offloaded peak
+    # 4 KiB above the plain one less half the slots.
     inp = keras.Input((1024,))
     model = compile_(keras.Model(inp, keras.layers.Dense(4)(keras.layers.Dense(1024)(inp))))
     x, y = data(model, 32)
@@ -140,7 +143,9 @@ def test_isolated_measure_keeps_the_state_on_the_host():
     host = kswap.measure(off, x, y, steps=1, batch_size=8, isolate=True)
     slots = sum(v.numpy().nbytes for v in host_variables(off.optimizer))
     assert host.host_peak_bytes >= slots
-    assert host.device_peak_bytes <= device.device_peak_bytes - slots // 2
+    held_plain = device.device_peak_bytes - device.step_peak_bytes
+    held_host = host.device_peak_bytes - host.step_peak_bytes
+    assert held_host <= held_plain - slots // 2, (device, host)
 
 
 def test_bad_input():
