@@ -236,7 +236,7 @@ def autotuned(model, fraction: float, x, y, batch: int, *, feasible: bool = Fals
     import kswap
     from kswap import transfer
     from kswap.planning import parse_budget, smallest_budget
-    from kswap.profiler.profile import run_steps
+    from kswap.profiler.fit_steps import run_steps
     from kswap.tuning import apply_plan
     from kswap.tuning.autotune import window_workload
 

@@ -24,7 +24,7 @@ from _common import table  # noqa: E402
 import kswap  # noqa: E402,F401
 from kswap.modelspec import build_model, synthetic_data  # noqa: E402
 from kswap.profiler import _data  # noqa: E402
-from kswap.profiler.profile import run_steps  # noqa: E402
+from kswap.profiler.fit_steps import run_steps  # noqa: E402
 
 
 def main() -> None:

@@ -121,7 +121,8 @@ def test_static_plan_vgg16(vgg16_plan):
 def test_static_plan_vgg16_below_its_floor_plans_for_the_smallest_feasible_budget(
     tmp_path, monkeypatch, capsys
 ):
-    # in this process: nothing is allocated or run, and the fresh-process run is above
+    # in this process (the fresh-process run is the test above): the script builds
+    # VGG16's weights and traces its forward, but runs no step
     script = os.path.join(EXAMPLES, "static_plan_vgg16.py")
     monkeypatch.setattr(sys, "argv", [script, "--out", str(tmp_path), "--budget", "10GiB"])
     runpy.run_path(script, run_name="__main__")
