@@ -124,6 +124,11 @@ def train(
         model = build()
         if offload:
             model = kswap.OffloadingModel(model, policy)
+        elif model.built:
+            # as OffloadingModel does: fit then traces the step once, not also a
+            # symbolic build (the numbers are the same; the examples train a
+            # plain model whose optimizer fit builds)
+            model.optimizer.build(model.trainable_variables)
         outputs = [
             np.asarray(o) for o in keras.tree.flatten(model.predict_on_batch(_first(x, batch_size)))
         ]

@@ -1,7 +1,6 @@
 """Offloaded keras.applications models train exactly like the plain ones, bit for bit.
 
-ResNet50 trains with Adam (its slots must come out the same too), MobileNetV2
-with SGD (``tests.applications.OPTIMIZERS``). EfficientNetB0 (swish is a
+Both train with SGD (``tests.applications.OPTIMIZERS`` says why). EfficientNetB0 (swish is a
 tf.custom_gradient, replayed with its own gradient function) is trained the
 same way, from arrays with SGD, in ``tests/layers/test_exactness_zoo.py``,
 which also compares the outputs before training and bounds any deviation by

@@ -39,8 +39,8 @@ def _images(n, size, classes=5):
 
 def efficientnet_b0():
     # SGD, as where the gap was found: tracing Adam's update of its 213 variables
-    # costs seconds, and Adam's slots come out the same on ResNet50 and MobileNetV2
-    # (tests/layers/test_applications.py) and on GPT-2 here
+    # costs seconds; GPT-2 here and the models of tests/layers/test_exactness.py
+    # train with Adam
     model = keras.applications.EfficientNetB0(weights=None, input_shape=(32, 32, 3), classes=5)
     model.compile(keras.optimizers.SGD(0.01), "sparse_categorical_crossentropy")
     return model
