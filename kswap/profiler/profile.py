@@ -32,10 +32,8 @@ import tensorflow as tf
 from kswap import _env, transfer
 from kswap.profiler import _data
 from kswap.profiler._state import preserved_state
-from kswap.profiler.fit_steps import FitSteps, keras_batch_size, run_steps
+from kswap.profiler.fit_steps import FitSteps, keras_batch_size
 from kswap.profiler.session import ProfilerBusyError, profile_steps
-from kswap.profiler.session import new_xplane as new_xplane
-from kswap.profiler.session import xplane_files as xplane_files
 from kswap.profiler.trace_reading import (
     HELD_BEFORE_TRAINING,
     OPTIMIZER,
@@ -44,21 +42,15 @@ from kswap.profiler.trace_reading import (
     read_trace,
     variable_bytes,
 )
-from kswap.profiler.trace_reading import step_graphs as step_graphs
 from kswap.trace import Trace
 
-# new_xplane, xplane_files and step_graphs are not used here: imported as
-# themselves so that code importing them from this module keeps working
-
 __all__ = [
-    "FitSteps",
     "OPTIMIZER",
     "HELD_BEFORE_TRAINING",
     "OPTIMIZER_UPDATE",
     "ProfilerBusyError",
     "held_before_training",
     "profile",
-    "run_steps",
     "variable_bytes",
 ]
 

@@ -40,7 +40,8 @@ import time
 import tensorflow as tf
 
 from kswap.planning import Workload
-from kswap.profiler.profile import new_xplane, read_trace, xplane_files
+from kswap.profiler.session import new_xplane, xplane_files
+from kswap.profiler.trace_reading import read_trace
 from kswap.profiler.workload import workload_from_trace
 from kswap.trace import STEP_MARKER, Trace
 from kswap.tuning.rounds import widen

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import kswap
 from kswap import transfer
-from kswap.profiler.profile import new_xplane, xplane_files
+from kswap.profiler.session import new_xplane, xplane_files
 from kswap.trace import read_xspace
 from tests.profiler.models import chain, cnn_data, data, small_cnn
 

@@ -21,7 +21,8 @@ import numpy as np
 
 import kswap
 from kswap.planning import smallest_budget
-from kswap.profiler.profile import read_trace, xplane_files
+from kswap.profiler.session import xplane_files
+from kswap.profiler.trace_reading import read_trace
 from kswap.tuning import AutoTune, closed_loop, current_actions
 from tests.tuning.test_autotune import BATCH, _data, _model
 
