@@ -24,8 +24,10 @@ and ``keep_backward_bytes``) and the simulator takes each block's from its
 action. Predicted peaks are medians over the baseline's processes,
 measured ones over each variant's processes. Each plan's predicted peak of
 tensors is held against the measured peak of the bytes tensors asked for;
-that prediction plus the baseline step's allocator extra against the
-allocator's measured device peak.
+the simulator's ``allocated_peak_bytes`` (each byte with the allocator's
+extra of its phase in the profiled step: persistent, forward, backward;
+:mod:`kswap.trace.extra`) against the allocator's measured device peak,
+beside the prediction plus the step's one extra at its peak.
 
 **Time.** Separate processes on a shared machine drift apart, so step times
 come from one process per model that builds the four variants, profiles
@@ -92,6 +94,7 @@ def _predict(trace, model, link=None, step=None, step_seconds=None) -> dict:
         )
         out[plan] = {
             "peak_bytes": sim.peak_bytes,
+            "allocated_peak_bytes": sim.allocated_peak_bytes,
             "step_seconds": sim.step_seconds,
             "copy_seconds": copies,
         }
@@ -136,11 +139,15 @@ def _built_as(variant: str) -> str:
 
 def _tuned(plan, tune) -> dict:
     """AutoTune's plan as the workload it was made from predicts it."""
+    from kswap.planning import simulate
+
     link = plan.link
     copies = link.seconds(plan.swapped_bytes, "d2h") + link.seconds(plan.swapped_bytes, "h2d")
     return {
         "autotune": {
             "peak_bytes": plan.predicted_peak_bytes,
+            # the allocator's extra by phase of the workload AutoTune planned on
+            "allocated_peak_bytes": simulate(tune.workload, plan, link).allocated_peak_bytes,
             "step_seconds": plan.predicted_step_seconds,
             "keep_step_seconds": plan.baseline_step_seconds,
             "copy_seconds": copies,
@@ -272,6 +279,7 @@ def main() -> None:
             tensors = med(r["tensor_peak_bytes"] for r in runs[v])
             p_peak = med(r["predicted"][plan]["peak_bytes"] for r in source)
             extra = med(r["predicted"]["allocator_overhead"] for r in source)
+            p_alloc = med(r["predicted"][plan]["allocated_peak_bytes"] for r in source)
             peaks = [r["device_peak_bytes"] for r in runs[v]]
             rows.append(
                 [
@@ -280,9 +288,11 @@ def main() -> None:
                     mib(p_peak),
                     mib(tensors),
                     _pct(p_peak, tensors),
+                    f"{mib(p_alloc)} (+{p_alloc / p_peak - 1:.0%})",
                     f"{mib(p_peak * (1 + extra))} (+{extra:.0%})",
                     mib(peak),
                     f"{mib(min(peaks))}-{mib(max(peaks))}",
+                    _pct(p_alloc, peak),
                     _pct(p_peak * (1 + extra), peak),
                 ]
             )
@@ -331,10 +341,12 @@ def main() -> None:
         "predicted tensors MiB",
         "measured tensors MiB",
         "error",
-        "with the allocator's extra MiB",
+        "with the allocator's extra by phase MiB",
+        "with one extra MiB",
         "measured device peak MiB",
         "range MiB",
         "error",
+        "error with one extra",
     ]
     print(table(headers, rows))
     print(

@@ -57,6 +57,9 @@ class Run(NamedTuple):
     events: list  # (time, bytes delta), sorted
     intervals: list  # (stream, start, end, block index or -1, what)
     backward_start: list  # per block: when its backward (after any recompute) starts
+    #: the events the backward allocated and freed (time, bytes delta), sorted: the
+    #: rest are the forward's and their frees (with ``detail`` only)
+    backward_events: list
 
 
 class Engine:
@@ -195,7 +198,8 @@ class Engine:
         starts = [0.0] * n if detail else []
         back: list = []  # the backward compute's allocations and frees
         fetch: list = []  # allocations at copy-back starts
-        add = back.append
+        back_f: list = []  # the backward's frees of what the forward allocated
+        add, add_f = back.append, back_f.append
         for j in range(n - 1, -1, -1):
             kind = codes[j][0]
             bs = compute
@@ -231,13 +235,13 @@ class Engine:
             if work:
                 add((bs, work))
                 add((be, -work))
-            add((be, -saved[j]))
+            (add_f if kind == KEEP else add)((be, -saved[j]))  # swapped: the copy back
             if held[j]:
-                add((be, -held[j]))
+                add_f((be, -held[j]))
             if kind == SWAP and incoming[j]:
                 add((be, -incoming[j]))
-            if kind >= RECOMPUTE:
-                add((be, -inp[j]))
+            if kind >= RECOMPUTE:  # its input: kept from forward, or copied back
+                (add if kind == RECOMPUTE_HOST else add_f)((be, -inp[j]))
             if detail:
                 starts[j] = bs
                 spans.append(("compute", bs, be, j, "backward"))
@@ -261,7 +265,7 @@ class Engine:
                 spans.append(("d2h", end - self.slots_out, end, -1, "optimizer slots out"))
         step = max(end, h2d_free, d2h_free)
 
-        events = grow + drop + out + back + fetch
+        events = grow + drop + out + back + back_f + fetch
         events.sort()
         live = list(accumulate(map(_delta, events), initial=self.base[host_slots]))
         peak = max(live)
@@ -269,5 +273,5 @@ class Engine:
         peak_time = events[i - 1][0] if i else 0.0
         if detail:
             spans.sort(key=lambda s: (s[0], s[1]))
-            return Run(step, peak, peak_time, events, spans, starts)
-        return Run(step, peak, peak_time, [], [], [])
+            return Run(step, peak, peak_time, events, spans, starts, sorted(back + fetch))
+        return Run(step, peak, peak_time, [], [], [], [])

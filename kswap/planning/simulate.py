@@ -36,8 +36,19 @@ bytes over time and when each stream is busy. The model:
   compute and the two transfers. The device copy of one weight's slots during
   its update is not counted.
 
-What it leaves out: allocator fragmentation and rounding (see
-:mod:`kswap.allocator`), compute slowed by concurrent copies, ops of one
+- **The allocator's blocks**: ``peak_bytes`` counts what tensors ask for.
+  ``allocated_peak_bytes`` scales each byte by how much more the allocator
+  held for buffers of its phase in the profiled step
+  (``metadata["allocator_extra_by_phase"]``, :mod:`kswap.trace.extra`):
+  the persistent bytes by the persistent rate, what the forward allocated
+  (saved tensors, its working sets, inputs kept for a recompute) by the
+  forward's, and what the backward allocated (copies back, recomputed
+  tensors, working sets, gradients) by the backward's. A workload with one
+  ``metadata["allocator_overhead"]`` gets it for all three; one with
+  neither, none.
+
+What it leaves out: which free blocks the allocator finds (its rates are
+the profiled step's averages), compute slowed by concurrent copies, ops of one
 block that could overlap the next, and host memory limits. Recomputing a
 block whose input is also another block's saved tensor counts that tensor
 twice (conservative).
@@ -61,6 +72,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -96,6 +108,8 @@ class Simulation:
         persistent_bytes: Device bytes alive through the step (before and after it).
         peak_bytes: The most device bytes in use at any instant.
         peak_time: When that peak is first reached.
+        allocated_peak_bytes: The most the allocator is predicted to hold for
+            them: each phase's bytes with its extra (see above).
         times: Instants at which the device bytes change, ascending.
         device_bytes: Device bytes in use from ``times[i]`` on.
         intervals: Every stream's busy intervals, by stream and start.
@@ -108,6 +122,7 @@ class Simulation:
     times: tuple[float, ...]
     device_bytes: tuple[int, ...]
     intervals: tuple[Interval, ...]
+    allocated_peak_bytes: int = 0
 
     def bytes_at(self, time: float) -> int:
         """Device bytes in use at ``time`` (the persistent bytes before the first change)."""
@@ -215,4 +230,37 @@ def simulate(
         times=tuple(times),
         device_bytes=tuple(live),
         intervals=intervals,
+        allocated_peak_bytes=_allocated_peak(run, base, phase_extra(workload)),
     )
+
+
+def phase_extra(workload: Workload) -> tuple[float, float, float]:
+    """The allocator's extra ``(persistent, forward, backward)`` a workload records.
+
+    ``metadata["allocator_extra_by_phase"]`` (a mapping with those keys), else
+    ``metadata["allocator_overhead"]`` for all three, else none.
+    """
+    meta = workload.metadata
+    by_phase = meta.get("allocator_extra_by_phase")
+    if isinstance(by_phase, Mapping):
+        return tuple(float(by_phase.get(k, 0.0)) for k in ("persistent", "forward", "backward"))
+    extra = float(meta.get("allocator_overhead", 0.0) or 0.0)
+    return (extra, extra, extra)
+
+
+def _allocated_peak(run, base: int, extra: tuple[float, float, float]) -> int:
+    """The most of the persistent, forward and backward bytes, each with its extra."""
+    p, f, b = (1 + e for e in extra)
+    if p == f == b:
+        return round(run.peak_bytes * p)
+    # every event is the forward's unless it is one of the backward's (same sort order)
+    back = collections.Counter(run.backward_events)
+    live = best = base * p
+    for event in run.events:
+        if back[event]:
+            back[event] -= 1
+            live += event[1] * b
+        else:
+            live += event[1] * f
+        best = max(best, live)
+    return round(best)

@@ -118,7 +118,7 @@ from kswap.profiler.blocks import (
 from kswap.profiler.profile import variable_bytes
 from kswap.profiler.step_buffers import block_buffers
 from kswap.profiler.step_times import block_times, step_seconds_by_op
-from kswap.trace import Trace
+from kswap.trace import Trace, extra_by_phase
 from kswap.trace.optime import select_ops
 
 # block_layers and step_seconds_by_op (kswap.profiler.blocks, .step_times) are re-exported
@@ -193,7 +193,10 @@ def workload_from_trace(
         step's length, ``time_scale``: their ratio), device peak (the
         allocator's) and ``allocator_overhead``: how much higher the step's
         device peak was than that of its tensors' bytes, as a fraction of
-        the latter.
+        the latter, and ``allocator_extra_by_phase``: the same for the
+        step's persistent, forward and backward buffers
+        (:func:`kswap.trace.extra_by_phase`; the simulator's
+        ``allocated_peak_bytes``).
 
     Raises:
         ValueError: The trace has no steps, no ops or no backward ops in the
@@ -322,6 +325,7 @@ def workload_from_trace(
             "profiled_step_seconds": (hi - lo) / 1e9,
             "device_peak_bytes": device_peak,
             "allocator_overhead": max(overhead, 0.0),
+            "allocator_extra_by_phase": extra_by_phase(trace, "device", step).to_dict(),
             "transfer_seconds": times.transfer,
             "ordered_backward": sorted(ordered) if 0 < len(ordered) < len(names) else bool(ordered),
         },

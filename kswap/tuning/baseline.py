@@ -27,12 +27,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from kswap import transfer
 from kswap.optimizer_state import host_variables, place_optimizer_state
 from kswap.planning import simulate, smallest_budget
 from kswap.planning.budget import format_bytes
-from kswap.trace import Trace
+from kswap.trace import PhaseExtra, Trace, extra_by_phase
 from kswap.tuning.apply import apply_plan
 from kswap.tuning.device import device_capacity
 
@@ -93,9 +94,19 @@ class BaselineMixin:
         self.baseline_peak_bytes = trace.peak_bytes("device")
         steps = range(len(trace.steps)) if trace.steps else [None]
         extra = max(trace.allocator_extra("device", step) for step in steps)
-        if self.workload is not None and extra > self.allocator_overhead:
-            metadata = {**self.workload.metadata, "allocator_overhead": extra}
-            self.workload = dataclasses.replace(self.workload, metadata=metadata)
+        if self.workload is None:
+            return
+        metadata = dict(self.workload.metadata)
+        if extra > self.allocator_overhead:
+            metadata["allocator_overhead"] = extra
+        # the same, phase by phase (the simulator's allocated_peak_bytes)
+        by_phase = [extra_by_phase(trace, "device", step) for step in steps]
+        if "allocator_extra_by_phase" in metadata:
+            by_phase.append(PhaseExtra.from_dict(metadata["allocator_extra_by_phase"]))
+        metadata["allocator_extra_by_phase"] = functools.reduce(
+            PhaseExtra.maximum, by_phase
+        ).to_dict()
+        self.workload = dataclasses.replace(self.workload, metadata=metadata)
 
     def _say_baseline(self) -> None:
         """Prints the measured baseline (with ``verbose``)."""

@@ -23,9 +23,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from kswap.planning import Link, Plan, Workload, make_plan, simulate, smallest_budget
 from kswap.planning.budget import Budget
+from kswap.trace import PhaseExtra
 
 __all__ = ["TIGHTEN_STEP", "Round", "first_plan", "tighter_plan", "widen"]
 
@@ -215,6 +217,15 @@ def widen(workload: Workload, measured: Workload, *, working_sets_only: bool = F
         measured.metadata.get("allocator_overhead", 0.0),
     )
     metadata = {**workload.metadata, "allocator_overhead": overhead}
+    by_phase = [
+        PhaseExtra.from_dict(w.metadata["allocator_extra_by_phase"])
+        for w in (workload, measured)
+        if "allocator_extra_by_phase" in w.metadata
+    ]
+    if by_phase:
+        metadata["allocator_extra_by_phase"] = functools.reduce(
+            PhaseExtra.maximum, by_phase
+        ).to_dict()
     return dataclasses.replace(workload, blocks=tuple(blocks), metadata=metadata, **changes)
 
 

@@ -1,5 +1,6 @@
 """The simulator on hand-made workloads with known answers."""
 
+import dataclasses
 import random
 
 import pytest
@@ -208,3 +209,49 @@ def test_blocks_that_forbid_an_action():
 def test_an_empty_workload():
     sim = simulate(Workload((), weight_bytes=7), [], LINK)
     assert (sim.step_seconds, sim.peak_bytes) == (0.0, 7)
+
+
+def test_the_allocated_peak_gives_each_phase_its_own_extra():
+    # a swapped: its copy back is the backward's allocation; b kept, from the forward
+    work = Workload((Block("a", 100, 1.0, 2.0), Block("b", 100, 1.0, 2.0)))
+    link = Link(100.0, 100.0)
+    swap_a = ["swap", "keep"]
+    assert simulate(work, swap_a, link).allocated_peak_bytes == 200  # no extra recorded
+    uniform = dataclasses.replace(work, metadata={"allocator_overhead": 0.5})
+    assert simulate(uniform, swap_a, link).allocated_peak_bytes == 300
+    by_phase = dataclasses.replace(
+        work,
+        metadata={
+            "allocator_overhead": 0.5,  # the phases win
+            "allocator_extra_by_phase": {"persistent": 0.0, "forward": 0.0, "backward": 0.5},
+        },
+    )
+    # live: a 100, b 200, a out 100, a back 100 + 50, b freed 50 + 100 (tensors: 200 at most)
+    sim = simulate(by_phase, swap_a, link)
+    assert (sim.peak_bytes, sim.allocated_peak_bytes) == (200, 250)
+    # kept, the peak ends the forward: the forward's extra (none here) is what counts
+    assert simulate(by_phase, "keep", link).allocated_peak_bytes == 200
+
+
+def test_every_allocation_is_freed_in_its_own_phase():
+    # the allocated peak scales the forward's and the backward's bytes apart: a free
+    # counted in the other phase than its allocation would leave bytes behind
+    rng = random.Random(5)
+    for seed in range(20):
+        w = random_workload(8, seed)
+        blocks = list(w.blocks)
+        for i in range(len(blocks) - 1):  # the next block's backward reads some of i's
+            shared = ((blocks[i + 1].name, rng.randint(0, blocks[i].saved_bytes)),)
+            blocks[i] = dataclasses.replace(
+                blocks[i], shared=shared, gradient_bytes=rng.randint(0, 3) * 2**20
+            )
+        w = dataclasses.replace(w, blocks=tuple(blocks))
+        codes = [
+            code_of(resolve_actions(w, rng.choice(["keep", "swap", "swap:0", "recompute",
+                                                   "recompute:host"]))[0])
+            for _ in blocks
+        ]  # fmt: skip
+        run = Engine(w, LINK).run(codes, detail=True)
+        back = sum(d for _, d in run.backward_events)
+        assert back == sum(b.gradient_bytes for b in w.blocks), seed  # kept until the update
+        assert sum(d for _, d in run.events) - back == 0, seed
