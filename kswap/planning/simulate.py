@@ -108,8 +108,9 @@ class Simulation:
         persistent_bytes: Device bytes alive through the step (before and after it).
         peak_bytes: The most device bytes in use at any instant.
         peak_time: When that peak is first reached.
-        allocated_peak_bytes: The most the allocator is predicted to hold for
-            them: each phase's bytes with its extra (see above).
+        allocated_peak_bytes: The most the allocator is predicted to hold:
+            each phase's bytes with the allocator's extra the workload
+            records for that phase (the module's description).
         times: Instants at which the device bytes change, ascending.
         device_bytes: Device bytes in use from ``times[i]`` on.
         intervals: Every stream's busy intervals, by stream and start.

@@ -32,6 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kswap.trace.model import Trace
 
 __all__ = ["PhaseExtra", "extra_by_phase", "FORWARD_PHASES", "BACKWARD_PHASES"]
 
@@ -89,7 +93,7 @@ class PhaseExtra:
         return (self.persistent, self.forward, self.backward)
 
 
-def extra_by_phase(trace, tier: str = "device", step: int | None = None) -> PhaseExtra:
+def extra_by_phase(trace: Trace, tier: str = "device", step: int | None = None) -> PhaseExtra:
     """The allocator's extra of ``trace``'s ``step`` (the whole trace if None), by phase.
 
     The forward's and backward's rates are over every buffer of ``tier``
