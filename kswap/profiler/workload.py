@@ -219,6 +219,7 @@ def workload_from_trace(
     lo, hi = trace.steps[step]
     device_peak = trace.peak_bytes("device", step)
     overhead = trace.allocator_extra("device", step)
+    by_phase = extra_by_phase(trace, "device", step)  # of the blocks: before tensor_sizes
     if tensor_bytes:
         trace = trace.tensor_sizes()
     layers = block_layers(model)
@@ -325,7 +326,7 @@ def workload_from_trace(
             "profiled_step_seconds": (hi - lo) / 1e9,
             "device_peak_bytes": device_peak,
             "allocator_overhead": max(overhead, 0.0),
-            "allocator_extra_by_phase": extra_by_phase(trace, "device", step).to_dict(),
+            "allocator_extra_by_phase": by_phase.to_dict(),
             "transfer_seconds": times.transfer,
             "ordered_backward": sorted(ordered) if 0 < len(ordered) < len(names) else bool(ordered),
         },

@@ -7,7 +7,7 @@ import kswap
 from kswap import transfer
 from kswap.planning import Link, simulate
 from kswap.profiler.workload import block_layers, step_seconds_by_op, workload_from_trace
-from kswap.trace import Allocation, OpInterval, Trace
+from kswap.trace import Allocation, OpInterval, Trace, extra_by_phase
 from tests.profiler.models import chain, cnn_data, data, small_cnn
 
 MS = 1_000_000  # ns
@@ -155,6 +155,10 @@ def test_buffers_count_at_their_tensors_bytes_and_the_allocators_extra_is_record
     assert work.metadata["device_peak_bytes"] == trace.peak_bytes("device", 0)
     overhead = trace.peak_bytes("device", 0) / tensors.peak_bytes("device", 0) - 1
     assert work.metadata["allocator_overhead"] == pytest.approx(overhead) and overhead > 0.2
+    # the same by phase, of the blocks: only the forward's allocations held more
+    by_phase = work.metadata["allocator_extra_by_phase"]
+    assert by_phase == extra_by_phase(trace, "device", 0).to_dict()
+    assert by_phase["forward"] > 0 and by_phase["backward"] == by_phase["persistent"] == 0
     # counted as the allocator's blocks, relu holds the whole block
     blocks = workload_from_trace(trace, _model(), tensor_bytes=False)
     assert {b.name: b.saved_bytes for b in blocks.blocks}["relu"] == 300 + 1000
