@@ -78,6 +78,14 @@ def test_autotune_fit(tmp_path):
     assert peak <= budget
     assert "under the budget: True" in out
     assert (tmp_path / "logs" / "kswap").is_dir()  # AutoTune's rounds for TensorBoard
+    # its plan line: the predicted peak of tensors, and of the allocator's blocks
+    size = r"([\d.]+) (B|KiB|MiB|GiB)"
+    line = re.search(rf"predicted peak {size} of tensors \({size} of the allocator's blocks\)", out)
+    assert line, out
+    units = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+    g = line.groups()
+    tensors, blocks = float(g[0]) * units[g[1]], float(g[2]) * units[g[3]]
+    assert tensors <= blocks < 2 * tensors
 
 
 def test_custom_loop(tmp_path):

@@ -36,7 +36,7 @@ import statistics
 import warnings
 
 from kswap import transfer
-from kswap.planning import Plan, make_plan
+from kswap.planning import Plan, make_plan, simulate
 from kswap.planning.budget import format_bytes
 from kswap.profiler.workload import workload_from_trace
 from kswap.trace import Trace
@@ -109,11 +109,14 @@ class ClosedLoopMixin:
                     f"headroom, the allocator's blocks +{self.allocator_overhead:.0%} "
                     "at the profiled peak)"
                 )
+            # the allocator's blocks: each phase's bytes with its extra (kswap.trace.extra)
+            blocks = simulate(self.workload, plan, self.link).allocated_peak_bytes
             print(
                 f"AutoTune: plan {len(self.rounds)} for {target} "
                 f"({baseline}): {plan_counts(plan)}; optimizer "
                 f"state on the {plan.optimizer_state}; predicted peak "
-                f"{format_bytes(plan.predicted_peak_bytes)} of tensors, step x{plan.slowdown:.2f}"
+                f"{format_bytes(plan.predicted_peak_bytes)} of tensors "
+                f"({format_bytes(blocks)} of the allocator's blocks), step x{plan.slowdown:.2f}"
             )
             if self.verbose > 1:
                 print(plan.table(self.workload))
