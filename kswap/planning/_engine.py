@@ -57,9 +57,9 @@ class Run(NamedTuple):
     events: list  # (time, bytes delta), sorted
     intervals: list  # (stream, start, end, block index or -1, what)
     backward_start: list  # per block: when its backward (after any recompute) starts
-    #: the events the backward allocated and freed (time, bytes delta), sorted: the
-    #: rest are the forward's and their frees (with ``detail`` only)
-    backward_events: list
+    #: per event: whether the backward allocated the bytes it adds or frees (the
+    #: others are the forward's; with ``detail`` only)
+    backward: list
 
 
 class Engine:
@@ -265,13 +265,19 @@ class Engine:
                 spans.append(("d2h", end - self.slots_out, end, -1, "optimizer slots out"))
         step = max(end, h2d_free, d2h_free)
 
-        events = grow + drop + out + back + back_f + fetch
-        events.sort()
+        if detail:  # each event with the phase that allocated its bytes
+            tagged = [(t, d, False) for t, d in grow + drop + out + back_f]
+            tagged += [(t, d, True) for t, d in back + fetch]
+            tagged.sort()
+            events = [(t, d) for t, d, _ in tagged]
+        else:
+            events = grow + drop + out + back + back_f + fetch
+            events.sort()
         live = list(accumulate(map(_delta, events), initial=self.base[host_slots]))
         peak = max(live)
         i = live.index(peak)
         peak_time = events[i - 1][0] if i else 0.0
         if detail:
             spans.sort(key=lambda s: (s[0], s[1]))
-            return Run(step, peak, peak_time, events, spans, starts, sorted(back + fetch))
+            return Run(step, peak, peak_time, events, spans, starts, [b for *_, b in tagged])
         return Run(step, peak, peak_time, [], [], [], [])

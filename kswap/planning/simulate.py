@@ -72,7 +72,6 @@ Example:
 from __future__ import annotations
 
 import bisect
-import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -254,14 +253,8 @@ def _allocated_peak(run, base: int, extra: tuple[float, float, float]) -> int:
     p, f, b = (1 + e for e in extra)
     if p == f == b:
         return round(run.peak_bytes * p)
-    # every event is the forward's unless it is one of the backward's (same sort order)
-    back = collections.Counter(run.backward_events)
     live = best = base * p
-    for event in run.events:
-        if back[event]:
-            back[event] -= 1
-            live += event[1] * b
-        else:
-            live += event[1] * f
+    for (_, delta), backward in zip(run.events, run.backward, strict=True):
+        live += delta * (b if backward else f)
         best = max(best, live)
     return round(best)

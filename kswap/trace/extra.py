@@ -31,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ __all__ = ["PhaseExtra", "extra_by_phase", "FORWARD_PHASES", "BACKWARD_PHASES"]
 FORWARD_PHASES = frozenset({"forward"})
 #: Phases whose buffers count as the backward's (copies back are allocated in backward).
 BACKWARD_PHASES = frozenset({"backward", "transfer"})
+_FIELDS = ("persistent", "forward", "backward")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,15 +65,10 @@ class PhaseExtra:
     backward: float = 0.0
 
     def __post_init__(self):
-        for name in ("persistent", "forward", "backward"):
+        for name in _FIELDS:
             value = getattr(self, name)
             if not value >= 0.0:
                 raise ValueError(f"`{name}` must be >= 0. Received: {name}={value!r}")
-
-    @classmethod
-    def uniform(cls, extra: float) -> PhaseExtra:
-        """The same extra for every phase."""
-        return cls(extra, extra, extra)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, float]) -> PhaseExtra:
@@ -83,14 +79,11 @@ class PhaseExtra:
         """``{"persistent": ..., "forward": ..., "backward": ...}``."""
         return dataclasses.asdict(self)
 
-    def maximum(self, other: PhaseExtra) -> PhaseExtra:
-        """The larger of the two in each phase."""
-        pairs = zip(self.astuple(), other.astuple(), strict=True)
-        return PhaseExtra(*(max(a, b) for a, b in pairs))
-
-    def astuple(self) -> tuple[float, float, float]:
-        """``(persistent, forward, backward)``."""
-        return (self.persistent, self.forward, self.backward)
+    @classmethod
+    def most(cls, extras: Iterable[PhaseExtra]) -> PhaseExtra:
+        """The largest of ``extras`` in each phase (none for no extras)."""
+        extras = list(extras)
+        return cls(*(max((getattr(e, f) for e in extras), default=0.0) for f in _FIELDS))
 
 
 def extra_by_phase(trace: Trace, tier: str = "device", step: int | None = None) -> PhaseExtra:
@@ -106,7 +99,7 @@ def extra_by_phase(trace: Trace, tier: str = "device", step: int | None = None) 
 
     lo, hi = trace._window(step)
     peak_ns = trace.timeline(tier, step).peak_time_ns
-    sums = {"persistent": [0, 0], "forward": [0, 0], "backward": [0, 0]}
+    sums = {g: [0, 0] for g in _FIELDS}
     for b in trace.tier(tier):
         in_step = lo <= b.start_ns < hi and not b.alive_at_start
         if in_step and b.phase in FORWARD_PHASES:

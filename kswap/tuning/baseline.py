@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from kswap import transfer
 from kswap.optimizer_state import host_variables, place_optimizer_state
@@ -103,9 +102,7 @@ class BaselineMixin:
         by_phase = [extra_by_phase(trace, "device", step) for step in steps]
         if "allocator_extra_by_phase" in metadata:
             by_phase.append(PhaseExtra.from_dict(metadata["allocator_extra_by_phase"]))
-        metadata["allocator_extra_by_phase"] = functools.reduce(
-            PhaseExtra.maximum, by_phase
-        ).to_dict()
+        metadata["allocator_extra_by_phase"] = PhaseExtra.most(by_phase).to_dict()
         self.workload = dataclasses.replace(self.workload, metadata=metadata)
 
     def _say_baseline(self) -> None:

@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from kswap.planning import Link, Plan, Workload, make_plan, simulate, smallest_budget
 from kswap.planning.budget import Budget
@@ -223,9 +222,7 @@ def widen(workload: Workload, measured: Workload, *, working_sets_only: bool = F
         if "allocator_extra_by_phase" in w.metadata
     ]
     if by_phase:
-        metadata["allocator_extra_by_phase"] = functools.reduce(
-            PhaseExtra.maximum, by_phase
-        ).to_dict()
+        metadata["allocator_extra_by_phase"] = PhaseExtra.most(by_phase).to_dict()
     return dataclasses.replace(workload, blocks=tuple(blocks), metadata=metadata, **changes)
 
 

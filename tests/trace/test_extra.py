@@ -47,9 +47,9 @@ def test_a_buffer_without_a_request_counts_as_its_block_and_the_larger_of_two_is
     )
     found = extra_by_phase(trace, step=0)
     assert found == PhaseExtra(0.0, 0.0, 0.5)
-    assert found.maximum(PhaseExtra(0.1, 0.2, 0.3)) == PhaseExtra(0.1, 0.2, 0.5)
+    assert PhaseExtra.most([found, PhaseExtra(0.1, 0.2, 0.3)]) == PhaseExtra(0.1, 0.2, 0.5)
+    assert PhaseExtra.most([]) == PhaseExtra()
     assert PhaseExtra.from_dict(found.to_dict()) == found
-    assert PhaseExtra.uniform(0.2) == PhaseExtra(0.2, 0.2, 0.2)
 
 
 def test_a_negative_extra_is_refused():
