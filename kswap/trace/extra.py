@@ -60,8 +60,10 @@ class PhaseExtra:
         persistent: Buffers alive at the step's peak that the step's forward
             or backward did not allocate: weights (and the copies the
             optimizer's update made of them), slots, inputs.
-        forward: Buffers the step's forward allocated.
-        backward: Buffers its backward allocated, copies back included.
+        forward: Buffers the step's forward allocated, alive together when
+            they were the most.
+        backward: Buffers its backward allocated, copies back included,
+            alive together when they were the most.
     """
 
     persistent: float = 0.0
@@ -96,10 +98,7 @@ def extra_by_phase(trace: Trace, tier: str = "device", step: int | None = None) 
     The forward's and backward's rates are those of the phase's buffers alive
     together when the phase held the most bytes (of tensors) in the step:
     the peak is one instant, and what the allocator holds then is the blocks
-    of the buffers alive then. The average over all of a phase's
-    allocations is lower (a MobileNetV2 step's backward: 25-36% against
-    53-77% at its own peak), as many short-lived buffers fit their blocks
-    well. The persistent rate is over the buffers alive at the step's peak
+    of the buffers alive then (the module's description). The persistent rate is over the buffers alive at the step's peak
     of blocks that neither phase allocated. A phase with no bytes gets 0.0;
     buffers without a recorded request count as their block.
     """
