@@ -98,9 +98,10 @@ def extra_by_phase(trace: Trace, tier: str = "device", step: int | None = None) 
     The forward's and backward's rates are those of the phase's buffers alive
     together when the phase held the most bytes (of tensors) in the step:
     the peak is one instant, and what the allocator holds then is the blocks
-    of the buffers alive then (the module's description). The persistent rate is over the buffers alive at the step's peak
-    of blocks that neither phase allocated. A phase with no bytes gets 0.0;
-    buffers without a recorded request count as their block.
+    of the buffers alive then (the module's description). The persistent
+    rate is over the buffers alive at the step's peak of blocks that
+    neither phase allocated. A phase with no bytes gets 0.0; buffers
+    without a recorded request count as their block.
     """
     from kswap.trace.model import _bytes
 
