@@ -41,7 +41,10 @@ the profile, as ``kswap.AutoTune`` scales them (AutoTune's plan: its own
 prediction, made the same way), and reports the rounds' medians. Predicted times are
 the simulator's; "serial" is the baseline's predicted step plus every copy
 of the plan at the measured link one after another, as if the copies ran on
-the compute stream. Without a GPU, device memory is emulated on CPU:0 and
+the compute stream. The process's speed drifts between the profile (and
+AutoTune's, at its start) and the rounds; "ratio error" compares the
+predicted slowdown over the plain model with the measured one in the same
+rounds, which that drift leaves alone. Without a GPU, device memory is emulated on CPU:0 and
 the copies are memory copies on the same cores as the compute (the
 simulator runs them on streams of their own); "copy ms" is the time the
 offloaded step's ops spent in kswap's copies (their shared wall time, last
@@ -321,6 +324,7 @@ def main() -> None:
                     _pct(serial, measured[v]),
                     f"{p_seconds / keep:.2f}",
                     f"{measured[v] / measured['baseline']:.2f}",
+                    _pct(p_seconds / keep, measured[v] / measured["baseline"]),
                     f"{timed['copy_seconds'][v] * 1000:.0f}",
                     f"{scale:.2f}",
                 ]
@@ -364,6 +368,7 @@ def main() -> None:
         "serial error",
         "predicted / baseline",
         "measured / baseline",
+        "ratio error",
         "copy ms",
         "time scale",
     ]
