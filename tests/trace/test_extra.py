@@ -51,7 +51,7 @@ def test_a_phase_gets_the_rate_of_its_buffers_alive_together_at_its_own_peak():
         steps=((0, 100),),
         duration_ns=100,
     )
-    # over all its allocations the backward is 10% over; at its peak, 75%
+    # over all its allocations the backward is 7% over; at its peak, 75%
     assert extra_by_phase(trace, step=0).backward == pytest.approx(0.75)
     # a free and an allocation at the same instant: the free first
     trace = Trace(
