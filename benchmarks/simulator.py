@@ -44,8 +44,8 @@ of the plan at the measured link one after another, as if the copies ran on
 the compute stream. The process's speed drifts between the profile (and
 AutoTune's, at its start) and the rounds; "ratio error" compares the
 predicted slowdown over the plain model with the measured one in the same
-rounds, which that drift leaves alone. Without a GPU, device memory is emulated on CPU:0 and
-the copies are memory copies on the same cores as the compute (the
+rounds, which that drift leaves alone. Without a GPU, device memory is
+emulated on CPU:0 and the copies are memory copies on the same cores as the compute (the
 simulator runs them on streams of their own); "copy ms" is the time the
 offloaded step's ops spent in kswap's copies (their shared wall time, last
 profiled step of the in-process profile).

@@ -48,7 +48,7 @@ bytes over time and when each stream is busy. The model:
   neither, none.
 
 What it leaves out: which free blocks the allocator finds (its rates are
-the profiled step's averages), compute slowed by concurrent copies, ops of one
+the profiled step's, each at its phase's own peak), compute slowed by concurrent copies, ops of one
 block that could overlap the next, and host memory limits. Recomputing a
 block whose input is also another block's saved tensor counts that tensor
 twice (conservative).

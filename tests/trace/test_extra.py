@@ -11,6 +11,11 @@ def _buffer(size, start, end, phase, requested=None, **kw):
     return Allocation(size, start, end, requested_bytes=requested, phase=phase, **kw)
 
 
+def _one_step(*buffers, end):
+    """A trace of one profiled step, ``[0, end)``."""
+    return Trace(buffers=buffers, steps=((0, end),), duration_ns=end)
+
+
 def test_each_phase_gets_its_own_rate():
     trace = Trace(
         buffers=(
@@ -40,36 +45,28 @@ def test_each_phase_gets_its_own_rate():
 
 
 def test_a_phase_gets_the_rate_of_its_buffers_alive_together_at_its_own_peak():
-    trace = Trace(
-        buffers=(
-            # twenty short-lived gradients that fit their blocks: 0% over
-            *(_buffer(8 * KIB, 10 + 2 * i, 11 + 2 * i, "backward", 8 * KIB) for i in range(20)),
-            # then two alive together (the backward's most bytes): 75% over
-            _buffer(20 * KIB, 60, 90, "backward", 12 * KIB),
-            _buffer(8 * KIB, 70, 80, "transfer", 4 * KIB),
-        ),
-        steps=((0, 100),),
-        duration_ns=100,
+    trace = _one_step(
+        # twenty short-lived gradients that fit their blocks: 0% over
+        *(_buffer(8 * KIB, 10 + 2 * i, 11 + 2 * i, "backward", 8 * KIB) for i in range(20)),
+        # then two alive together (the backward's most bytes): 75% over
+        _buffer(20 * KIB, 60, 90, "backward", 12 * KIB),
+        _buffer(8 * KIB, 70, 80, "transfer", 4 * KIB),
+        end=100,
     )
     # over all its allocations the backward is 7% over; at its peak, 75%
     assert extra_by_phase(trace, step=0).backward == pytest.approx(0.75)
     # a free and an allocation at the same instant: the free first
-    trace = Trace(
-        buffers=(
-            _buffer(8 * KIB, 0, 10, "forward", 4 * KIB),
-            _buffer(4 * KIB, 10, 20, "forward", 4 * KIB),
-        ),
-        steps=((0, 20),),
-        duration_ns=20,
+    trace = _one_step(
+        _buffer(8 * KIB, 0, 10, "forward", 4 * KIB),
+        _buffer(4 * KIB, 10, 20, "forward", 4 * KIB),
+        end=20,
     )
     assert extra_by_phase(trace, step=0).forward == pytest.approx(1.0)
 
 
 def test_a_buffer_without_a_request_counts_as_its_block_and_the_larger_of_two_is_kept():
-    trace = Trace(
-        buffers=(_buffer(4 * KIB, 0, 10, "forward"), _buffer(6 * KIB, 2, 8, "backward", 4 * KIB)),
-        steps=((0, 10),),
-        duration_ns=10,
+    trace = _one_step(
+        _buffer(4 * KIB, 0, 10, "forward"), _buffer(6 * KIB, 2, 8, "backward", 4 * KIB), end=10
     )
     found = extra_by_phase(trace, step=0)
     assert found == PhaseExtra(0.0, 0.0, 0.5)
